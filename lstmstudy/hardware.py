@@ -1,0 +1,203 @@
+"""Which device a run uses, and the fingerprint that names its result set.
+
+A result set is only comparable with another when we know what produced it, so every stored row
+carries a short `hardware_id` and the full fingerprint is stored once beside the rows.
+"""
+
+from __future__ import annotations
+
+import os
+import platform
+import re
+import subprocess
+from dataclasses import asdict, dataclass, field
+from functools import lru_cache
+from importlib import metadata
+from pathlib import Path
+
+import torch
+
+from lstmstudy.errors import DeviceUnavailable
+
+DEVICE_REQUESTS = "'auto', 'cpu', 'cuda' or 'cuda:N'"
+
+
+def resolve_device(request: str = "auto") -> torch.device:
+    """Turn a device request into a real device, or say clearly why it cannot be had.
+
+    `auto` picks the first GPU when there is one, else the CPU. `cuda` on a machine without a
+    usable GPU raises `DeviceUnavailable` instead of silently measuring the CPU.
+    """
+    if not isinstance(request, str):
+        raise DeviceUnavailable(f"device must be a string ({DEVICE_REQUESTS}), got {request!r}")
+    text = request.strip().lower()
+    if text == "auto":
+        return torch.device("cuda:0") if torch.cuda.is_available() else torch.device("cpu")
+    if text == "cpu":
+        return torch.device("cpu")
+    match = re.fullmatch(r"cuda(?::(\d+))?", text)
+    if not match:
+        raise DeviceUnavailable(f"unknown device {request!r}: expected {DEVICE_REQUESTS}")
+    if not torch.cuda.is_available():
+        reason = "this PyTorch build has no CUDA" if torch.version.cuda is None else "no GPU or driver is visible"
+        raise DeviceUnavailable(
+            f"device {request!r} was asked for but {reason}; use --device cpu, or run on a machine with a GPU"
+        )
+    index = int(match.group(1) or 0)
+    count = torch.cuda.device_count()
+    if index >= count:
+        raise DeviceUnavailable(f"device {request!r} was asked for but only {count} GPU(s) are visible")
+    return torch.device("cuda", index)
+
+
+def _version(package: str) -> str:
+    """Installed version of a distribution without importing it (TensorFlow takes seconds to import)."""
+    try:
+        return metadata.version(package)
+    except metadata.PackageNotFoundError:
+        return ""
+
+
+def _cpu_info() -> dict[str, str]:
+    info: dict[str, str] = {}
+    try:
+        text = Path("/proc/cpuinfo").read_text()
+    except OSError:
+        return {"model name": platform.processor() or platform.machine()}
+    for line in text.splitlines():
+        key, _, value = line.partition(":")
+        key = key.strip()
+        if key and key not in info:
+            info[key] = value.strip()
+    return info
+
+
+def _physical_cores() -> int:
+    try:
+        out = subprocess.run(["lscpu", "-p=Core,Socket"], capture_output=True, text=True, check=True).stdout
+        cores = {line for line in out.splitlines() if line and not line.startswith("#")}
+        return len(cores) or os.cpu_count() or 1
+    except (OSError, subprocess.CalledProcessError):
+        return os.cpu_count() or 1
+
+
+def _ram_gb() -> float:
+    try:
+        pages = os.sysconf("SC_PHYS_PAGES") * os.sysconf("SC_PAGE_SIZE")
+        return round(pages / 2**30, 1)
+    except (ValueError, OSError):
+        return 0.0
+
+
+def _git_commit() -> str:
+    try:
+        root = Path(__file__).resolve().parent.parent
+        out = subprocess.run(["git", "-C", str(root), "rev-parse", "--short=12", "HEAD"],
+                             capture_output=True, text=True, timeout=5)
+        return out.stdout.strip() if out.returncode == 0 else ""
+    except (OSError, subprocess.SubprocessError):
+        return ""
+
+
+def _nvidia_driver() -> str:
+    try:
+        import pynvml
+
+        pynvml.nvmlInit()
+        try:
+            version = pynvml.nvmlSystemGetDriverVersion()
+            return version.decode() if isinstance(version, bytes) else str(version)
+        finally:
+            pynvml.nvmlShutdown()
+    except Exception:  # noqa: BLE001 - any NVML failure just means "driver version unknown"
+        return ""
+
+
+@dataclass(frozen=True)
+class Fingerprint:
+    """Everything that changes an LSTM timing: processor, threads, GPU stack and library versions."""
+
+    device_kind: str  # "cpu" or "cuda"
+    cpu_model: str
+    cpu_flags: list[str]  # the ISA extensions that matter here (avx512, amx, bf16, fp16)
+    physical_cores: int
+    threads: int  # intra-op threads torch uses for this run
+    ram_gb: float
+    gpu_name: str = ""
+    gpu_memory_gb: float = 0.0
+    gpu_count: int = 0
+    driver: str = ""
+    cuda: str = ""
+    cudnn: str = ""
+    onednn: bool = False
+    python: str = ""
+    platform: str = ""
+    versions: dict[str, str] = field(default_factory=dict)
+    git_commit: str = ""
+
+    @property
+    def hardware_id(self) -> str:
+        return hardware_id(self)
+
+    def as_dict(self) -> dict:
+        return {"hardware_id": self.hardware_id, **asdict(self)}
+
+
+INTERESTING_FLAGS = ("avx2", "avx512f", "avx512_bf16", "avx512_fp16", "amx_bf16", "amx_tile", "avx512_vnni")
+LIBRARIES = ("torch", "tensorflow", "keras", "numpy", "nvidia-ml-py")
+
+
+def fingerprint(device: torch.device | str = "cpu") -> Fingerprint:
+    """Collect the fingerprint of this machine as used for `device` (`auto`/`cpu`/`cuda[:N]`)."""
+    dev = device if isinstance(device, torch.device) else resolve_device(device)
+    cpu = _cpu_info()
+    flags = sorted(set(cpu.get("flags", "").split()) & set(INTERESTING_FLAGS))
+    gpu: dict = {}
+    if dev.type == "cuda":
+        props = torch.cuda.get_device_properties(dev)
+        gpu = dict(
+            gpu_name=props.name,
+            gpu_memory_gb=round(props.total_memory / 2**30, 1),
+            gpu_count=torch.cuda.device_count(),
+            driver=_nvidia_driver(),
+            cuda=torch.version.cuda or "",
+            cudnn=str(torch.backends.cudnn.version() or ""),
+        )
+    return Fingerprint(
+        device_kind=dev.type,
+        cpu_model=cpu.get("model name", platform.processor()),
+        cpu_flags=flags,
+        physical_cores=_physical_cores(),
+        threads=torch.get_num_threads(),
+        ram_gb=_ram_gb(),
+        onednn=bool(torch.backends.mkldnn.is_available()),
+        python=platform.python_version(),
+        platform=platform.platform(),
+        versions={name: _version(name) for name in LIBRARIES if _version(name)},
+        git_commit=_git_commit(),
+        **gpu,
+    )
+
+
+_NOISE = re.compile(r"\(r\)|\(tm\)|\bcpu\b|\bprocessor\b|@.*$|\bintel\b|\bamd\b|\bnvidia\b|\bgeforce\b|\bcore\b")
+
+
+def _slug(text: str) -> str:
+    return re.sub(r"[^a-z0-9]+", "-", _NOISE.sub(" ", text.lower())).strip("-")
+
+
+@lru_cache(maxsize=None)
+def _cpu_signature() -> str:
+    """Family and model numbers, to tell apart CPUs whose marketing name is generic ("Xeon Processor")."""
+    cpu = _cpu_info()
+    return f"f{cpu.get('cpu family', '0')}m{cpu.get('model', '0')}"
+
+
+def hardware_id(fp: Fingerprint) -> str:
+    """A short, stable, filename-safe name for a result set, e.g. `cuda-h100-80gb-hbm3` or `cpu-xeon-f6m143-2t`."""
+    if fp.device_kind == "cuda":
+        return f"cuda-{_slug(fp.gpu_name)}"
+    name = _slug(fp.cpu_model) or "unknown"
+    if not re.search(r"\d", name):
+        name = f"{name}-{_cpu_signature()}"
+    return f"cpu-{name}-{fp.threads}t"

@@ -1,0 +1,178 @@
+"""The registry of LSTM kernels: every implementation the claims compare, built the same way.
+
+In the spirit of pytorch's `benchmarks/fastrnns`, each kernel is one row (`KernelSpec`) whose factory,
+given a shape, device, precision and phase, returns a `Built` record:
+
+- `step()` runs one forward pass (`inference`) or one training step (`train`: forward, a mean-squared
+  loss against a fixed target and the backward pass to every parameter's gradient; no optimizer
+  update, so frameworks are compared on the same arithmetic);
+- `sync` is what `timing.measure` must call inside each sample for this device and framework;
+- `forward()` returns the output sequence as a NumPy array (float32), `grads()` the parameter
+  gradients in the canonical layout below, both for the agreement tests.
+
+Weights are shared through `LSTMWeights`, the canonical PyTorch layout (gate order i, f, g, o;
+`w_ih` (4H, I), `w_hh` (4H, H), `b_ih` and `b_hh` (4H,)), so kernels that compute the standard LSTM
+can be checked against each other before they are timed against each other.
+
+    >>> from lstmstudy import kernels, timing
+    >>> from lstmstudy.shapes import LSTMShape
+    >>> k = kernels.build("torch.fused", LSTMShape(batch=1, timesteps=32, features=8, hidden=64), device="cpu")
+    >>> m = timing.measure(k.step, sync=k.sync)
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from functools import partial
+
+import numpy as np
+import torch
+
+from lstmstudy.errors import Skip, UnknownKernel
+from lstmstudy.hardware import resolve_device
+from lstmstudy.shapes import LSTMShape
+from lstmstudy.sweep import Outcome
+from lstmstudy.timing import Sync, measure
+
+PRECISIONS = ("fp32", "fp16", "bf16")
+PHASES = ("inference", "train")
+
+
+@dataclass
+class LSTMWeights:
+    """Weights of a (possibly multi-layer, bidirectional) LSTM in PyTorch's layout, as NumPy float32.
+
+    `layers[layer][direction]` is a dict with keys `w_ih`, `w_hh`, `b_ih`, `b_hh`.
+    """
+
+    shape: LSTMShape
+    layers: list[list[dict[str, np.ndarray]]]
+
+    @classmethod
+    def random(cls, shape: LSTMShape, seed: int = 0) -> LSTMWeights:
+        """PyTorch's default initialisation, U(-1/sqrt(H), 1/sqrt(H)), from a fixed seed."""
+        rng = np.random.default_rng(seed)
+        bound = 1.0 / np.sqrt(shape.hidden)
+        h4 = 4 * shape.hidden
+
+        def u(*size: int) -> np.ndarray:
+            return rng.uniform(-bound, bound, size=size).astype(np.float32)
+
+        layers = [
+            [{"w_ih": u(h4, shape.layer_input_size(layer)), "w_hh": u(h4, shape.hidden),
+              "b_ih": u(h4), "b_hh": u(h4)} for _ in range(shape.directions)]
+            for layer in range(shape.layers)
+        ]
+        return cls(shape=shape, layers=layers)
+
+
+def make_inputs(shape: LSTMShape, seed: int = 0) -> tuple[np.ndarray, np.ndarray]:
+    """A batch-first input (batch, timesteps, features) and a training target (batch, timesteps, H*dirs)."""
+    rng = np.random.default_rng(seed + 1)
+    x = rng.standard_normal((shape.batch, shape.timesteps, shape.features)).astype(np.float32)
+    target = rng.standard_normal((shape.batch, shape.timesteps, shape.hidden * shape.directions)).astype(np.float32)
+    return x, target
+
+
+@dataclass
+class Built:
+    """A kernel ready to time: see the module docstring for the contract."""
+
+    name: str
+    shape: LSTMShape
+    device: torch.device
+    precision: str
+    phase: str
+    step: Callable[[], object]
+    sync: Sync | None
+    forward: Callable[[], np.ndarray]
+    grads: Callable[[], list[list[dict[str, np.ndarray]]]] | None = None
+    observed_kernel: Callable[[], str] = field(default=lambda: "")
+
+
+Factory = Callable[..., Built]  # factory(shape, device, precision, phase, weights) -> Built
+
+
+@dataclass(frozen=True)
+class KernelSpec:
+    """One row of the registry."""
+
+    name: str
+    description: str
+    factory: Factory
+    #: True when the kernel computes the standard LSTM (sigmoid/tanh, biases): it must agree numerically.
+    standard: bool = True
+    #: Returns why the kernel cannot run on a device at a precision, or None when it can.
+    unavailable: Callable[[torch.device, str], str | None] = field(default=lambda device, precision: None)
+
+    @property
+    def framework(self) -> str:
+        return self.name.split(".", 1)[0]
+
+
+REGISTRY: dict[str, KernelSpec] = {}
+
+
+def register(spec: KernelSpec) -> KernelSpec:
+    if spec.name in REGISTRY:
+        raise ValueError(f"kernel {spec.name!r} is registered twice")
+    REGISTRY[spec.name] = spec
+    return spec
+
+
+def _load_all() -> None:
+    """Import the framework modules, which register their kernels (Keras only when it is installed)."""
+    from lstmstudy.kernels import torch_kernels  # noqa: F401
+
+    try:
+        from lstmstudy.kernels import keras_kernels  # noqa: F401
+    except ImportError:  # pragma: no cover - keras is a dependency; this keeps torch-only installs usable
+        pass
+
+
+def spec(name: str) -> KernelSpec:
+    if not REGISTRY:
+        _load_all()
+    try:
+        return REGISTRY[name]
+    except KeyError:
+        raise UnknownKernel(f"unknown kernel {name!r}; known kernels: {', '.join(sorted(REGISTRY))}") from None
+
+
+def names() -> list[str]:
+    if not REGISTRY:
+        _load_all()
+    return sorted(REGISTRY)
+
+
+def available(device: str | torch.device = "cpu", precision: str = "fp32") -> dict[str, str | None]:
+    """Every kernel with the reason it cannot run on `device` at `precision` (None: it can)."""
+    dev = device if isinstance(device, torch.device) else resolve_device(device)
+    return {name: spec(name).unavailable(dev, precision) for name in names()}
+
+
+def build(name: str, shape: LSTMShape, device: str | torch.device = "cpu", precision: str = "fp32",
+          phase: str = "inference", weights: LSTMWeights | None = None, seed: int = 0) -> Built:
+    """Build kernel `name` for `shape` on `device`; raises `Skip` with the reason where it cannot run."""
+    row = spec(name)
+    if precision not in PRECISIONS:
+        raise ValueError(f"precision must be one of {PRECISIONS}, got {precision!r}")
+    if phase not in PHASES:
+        raise ValueError(f"phase must be one of {PHASES}, got {phase!r}")
+    dev = device if isinstance(device, torch.device) else resolve_device(device)
+    if reason := row.unavailable(dev, precision):
+        raise Skip(f"{name} at {precision} on {dev.type}: {reason}")
+    return row.factory(shape, dev, precision, phase, weights or LSTMWeights.random(shape, seed))
+
+
+def measure_point(point, device: torch.device, **measure_kwargs) -> Outcome:
+    """Build `point.kernel` and time its step: the `measure_point` of `sweep.run` for kernel sweeps."""
+    k = build(point.kernel, point.shape, device, point.precision, point.phase)
+    m = measure(k.step, sync=k.sync, **measure_kwargs)
+    return Outcome(measurement=m, flops=point.shape.flops(point.phase), observed_kernel=k.observed_kernel())
+
+
+def measurer(**measure_kwargs) -> Callable:
+    """`measure_point` with timing options bound (warmup, min_time, ...), ready for `sweep.run`."""
+    return partial(measure_point, **measure_kwargs)

@@ -1,0 +1,227 @@
+"""The results store: one tidy CSV per claim and hardware set, with the fingerprint beside it.
+
+Layout: `results/<claim>/<hardware_id>.csv` (one row per configuration measured, raw samples included)
+and `results/<claim>/<hardware_id>.json` (the fingerprints that produced those rows).
+
+Every append takes a file lock, checks the existing file, writes the old rows plus the new ones to a
+temporary file and renames it over the old one: a run killed mid-write leaves the previous file
+intact, two processes appending at once lose nothing, and a file that does not parse is reported by
+path and line and never overwritten.
+"""
+
+from __future__ import annotations
+
+import csv
+import io
+import json
+import os
+import tempfile
+from collections.abc import Iterable, Mapping
+from pathlib import Path
+
+import pandas as pd
+from filelock import FileLock
+
+from lstmstudy.errors import ResultsCorrupt
+
+COLUMNS: tuple[str, ...] = (
+    "claim", "kernel", "framework", "device", "device_kind", "hardware_id", "precision", "phase",
+    "batch", "timesteps", "features", "hidden", "layers", "bidirectional", "config",
+    "threads", "n_samples", "median_s", "p25_s", "p75_s", "ci_low_s", "ci_high_s", "samples_s",
+    "flops", "achieved_flops", "energy_j", "observed_kernel", "status", "error", "versions", "created_at",
+)
+#: The columns that identify one configuration within a hardware set (what a resumed sweep skips).
+KEY_COLUMNS: tuple[str, ...] = (
+    "kernel", "precision", "phase", "batch", "timesteps", "features", "hidden", "layers", "bidirectional", "config",
+)
+INT_COLUMNS = ("batch", "timesteps", "features", "hidden", "layers", "threads", "n_samples")
+FLOAT_COLUMNS = ("median_s", "p25_s", "p75_s", "ci_low_s", "ci_high_s", "flops", "achieved_flops", "energy_j")
+STATUSES = ("ok", "error", "skipped")
+
+
+def default_root() -> Path:
+    """`$LSTMSTUDY_RESULTS`, else `results/` of the checkout the package runs from, else `./results`."""
+    if env := os.environ.get("LSTMSTUDY_RESULTS"):
+        return Path(env)
+    checkout = Path(__file__).resolve().parent.parent
+    if (checkout / "pyproject.toml").exists():
+        return checkout / "results"
+    return Path.cwd() / "results"
+
+
+def set_path(claim: str, hardware_id: str, root: Path | None = None) -> Path:
+    return Path(root or default_root()) / claim / f"{hardware_id}.csv"
+
+
+def config_text(config: Mapping) -> str:
+    """Canonical JSON of a configuration's extra parameters, so equal configs compare equal as text."""
+    return json.dumps(dict(config), sort_keys=True, separators=(",", ":"))
+
+
+def row_key(row: Mapping) -> tuple[str, ...]:
+    """The identity of a configuration, as text, whether the row came from a file or from a sweep."""
+    return tuple(str(row[c]) for c in KEY_COLUMNS)
+
+
+def _check_row(path: Path, line: int, row: Mapping[str, str]) -> None:
+    if row["status"] not in STATUSES:
+        raise ResultsCorrupt(f"{path}:{line}: status {row['status']!r} is not one of {STATUSES}")
+    for column in INT_COLUMNS + FLOAT_COLUMNS:
+        value = row[column]
+        if value == "":
+            continue
+        try:
+            int(value) if column in INT_COLUMNS else float(value)
+        except ValueError:
+            raise ResultsCorrupt(f"{path}:{line}: column {column!r} should be a number, got {value!r}") from None
+    if row["samples_s"]:
+        try:
+            samples = json.loads(row["samples_s"])
+        except json.JSONDecodeError as exc:
+            raise ResultsCorrupt(f"{path}:{line}: samples_s is not a JSON list ({exc.msg})") from None
+        if not isinstance(samples, list):
+            raise ResultsCorrupt(f"{path}:{line}: samples_s is not a JSON list")
+
+
+def read_rows(path: Path) -> list[dict[str, str]]:
+    """Every row of one result set, checked; `ResultsCorrupt` names the file and line of a bad one."""
+    path = Path(path)
+    if not path.exists():
+        return []
+    try:
+        text = path.read_text(encoding="utf-8")
+    except UnicodeDecodeError as exc:
+        raise ResultsCorrupt(f"{path}: not UTF-8 text ({exc.reason} at byte {exc.start})") from None
+    if not text.strip():
+        return []
+    reader = csv.reader(io.StringIO(text, newline=""))
+    try:
+        header = next(reader)
+        if tuple(header) != COLUMNS:
+            missing = [c for c in COLUMNS if c not in header]
+            extra = [c for c in header if c not in COLUMNS]
+            raise ResultsCorrupt(f"{path}:1: header does not match the results schema "
+                                 f"(missing {missing or 'none'}, unexpected {extra or 'none'})")
+        rows = []
+        for fields in reader:
+            line = reader.line_num
+            if not fields:
+                continue
+            if len(fields) != len(COLUMNS):
+                raise ResultsCorrupt(f"{path}:{line}: expected {len(COLUMNS)} fields, found {len(fields)}")
+            row = dict(zip(COLUMNS, fields))
+            _check_row(path, line, row)
+            rows.append(row)
+    except csv.Error as exc:
+        raise ResultsCorrupt(f"{path}:{reader.line_num}: {exc}") from None
+    return rows
+
+
+def _format(value: object) -> str:
+    if value is None:
+        return ""
+    if isinstance(value, float):
+        return repr(value)
+    if isinstance(value, (list, tuple, dict)):
+        return json.dumps(value, separators=(",", ":"))
+    return str(value)
+
+
+def _atomic_write(path: Path, text: str) -> None:
+    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
+    try:
+        with os.fdopen(fd, "w", encoding="utf-8", newline="") as handle:
+            handle.write(text)
+            handle.flush()
+            os.fsync(handle.fileno())
+        os.replace(tmp, path)
+    except BaseException:
+        Path(tmp).unlink(missing_ok=True)
+        raise
+
+
+def _lock(path: Path) -> FileLock:
+    return FileLock(str(path) + ".lock", timeout=120)
+
+
+def append(claim: str, hardware_id: str, rows: Iterable[Mapping], root: Path | None = None) -> Path:
+    """Append `rows` (mappings over COLUMNS) to a result set atomically; return the file's path."""
+    path = set_path(claim, hardware_id, root)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    new = list(rows)
+    for row in new:
+        if unknown := set(row) - set(COLUMNS):
+            raise ValueError(f"unknown result columns: {sorted(unknown)}")
+    with _lock(path):
+        read_rows(path)  # refuse to touch a file we cannot parse
+        old = path.read_text(encoding="utf-8") if path.exists() else ""
+        buffer = io.StringIO(newline="")
+        writer = csv.writer(buffer, lineterminator="\n")
+        if not old.strip():
+            old = ""
+            writer.writerow(COLUMNS)
+        elif not old.endswith("\n"):
+            old += "\n"
+        for row in new:
+            writer.writerow([_format(row.get(c)) for c in COLUMNS])
+        _atomic_write(path, old + buffer.getvalue())
+    return path
+
+
+def record_fingerprint(claim: str, fingerprint: Mapping, root: Path | None = None) -> Path:
+    """Keep every distinct fingerprint seen for a hardware set in `<hardware_id>.json` beside its rows."""
+    hardware_id = fingerprint["hardware_id"]
+    path = set_path(claim, hardware_id, root).with_suffix(".json")
+    path.parent.mkdir(parents=True, exist_ok=True)
+    with _lock(path):
+        known: list = []
+        if path.exists():
+            try:
+                known = json.loads(path.read_text(encoding="utf-8"))["fingerprints"]
+            except (json.JSONDecodeError, KeyError, TypeError) as exc:
+                raise ResultsCorrupt(f"{path}: not a fingerprint file ({exc})") from None
+        if dict(fingerprint) not in known:
+            known.append(dict(fingerprint))
+            _atomic_write(path, json.dumps({"hardware_id": hardware_id, "fingerprints": known}, indent=2) + "\n")
+    return path
+
+
+def fingerprints(claim: str, root: Path | None = None) -> dict[str, list[dict]]:
+    """The stored fingerprints of every hardware set of a claim, by hardware_id."""
+    folder = Path(root or default_root()) / claim
+    out = {}
+    for path in sorted(folder.glob("*.json")):
+        try:
+            out[path.stem] = json.loads(path.read_text(encoding="utf-8"))["fingerprints"]
+        except (json.JSONDecodeError, KeyError, TypeError) as exc:
+            raise ResultsCorrupt(f"{path}: not a fingerprint file ({exc})") from None
+    return out
+
+
+def done_keys(claim: str, hardware_id: str, root: Path | None = None) -> set[tuple[str, ...]]:
+    """Configurations already stored for this hardware set (any status): what a resumed sweep skips."""
+    return {row_key(row) for row in read_rows(set_path(claim, hardware_id, root))}
+
+
+def load(claim: str, root: Path | None = None, *, latest: bool = True) -> pd.DataFrame:
+    """One DataFrame over every hardware set stored for `claim`.
+
+    With `latest`, a configuration measured more than once on the same hardware (a `--rerun`) keeps
+    only its newest row; the older rows stay in the file. `samples` holds the raw samples as a list.
+    """
+    folder = Path(root or default_root()) / claim
+    rows = [row for path in sorted(folder.glob("*.csv")) for row in read_rows(path)]
+    frame = pd.DataFrame(rows, columns=list(COLUMNS))
+    if frame.empty:
+        return frame.assign(samples=pd.Series(dtype=object))
+    for column in INT_COLUMNS:
+        frame[column] = pd.to_numeric(frame[column]).astype("Int64")
+    for column in FLOAT_COLUMNS:
+        frame[column] = pd.to_numeric(frame[column], errors="coerce")
+    frame["bidirectional"] = frame["bidirectional"].map({"True": True, "False": False})
+    frame["samples"] = [json.loads(s) if s else [] for s in frame["samples_s"]]
+    frame["created_at"] = pd.to_datetime(frame["created_at"], utc=True)
+    if latest:
+        keys = ["hardware_id", *KEY_COLUMNS]
+        frame = frame.sort_values("created_at", kind="stable").drop_duplicates(keys, keep="last")
+    return frame.reset_index(drop=True)

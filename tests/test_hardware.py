@@ -1,0 +1,73 @@
+from __future__ import annotations
+
+import re
+from dataclasses import replace
+
+import pytest
+import torch
+
+from lstmstudy import hardware
+from lstmstudy.errors import DeviceUnavailable
+
+NO_GPU = not torch.cuda.is_available()
+
+
+def test_cpu_and_auto_resolve():
+    assert hardware.resolve_device("cpu") == torch.device("cpu")
+    assert hardware.resolve_device(" CPU ") == torch.device("cpu")
+    expected = "cuda" if torch.cuda.is_available() else "cpu"
+    assert hardware.resolve_device("auto").type == expected
+
+
+@pytest.mark.skipif(not NO_GPU, reason="a GPU is present, so cuda resolves")
+@pytest.mark.parametrize("request_", ["cuda", "cuda:0", "CUDA:1"])
+def test_cuda_without_gpu_is_a_clear_error(request_):
+    with pytest.raises(DeviceUnavailable, match=r"was asked for but .*--device cpu"):
+        hardware.resolve_device(request_)
+
+
+@pytest.mark.parametrize("bad", ["tpu", "cuda:x", "gpu", "", "cuda:-1"])
+def test_unknown_device_names_the_choices(bad):
+    with pytest.raises(DeviceUnavailable, match="unknown device"):
+        hardware.resolve_device(bad)
+
+
+def test_non_string_device_is_rejected():
+    with pytest.raises(DeviceUnavailable, match="must be a string"):
+        hardware.resolve_device(0)
+
+
+@pytest.mark.gpu
+def test_cuda_index_beyond_count():
+    with pytest.raises(DeviceUnavailable, match="GPU"):
+        hardware.resolve_device(f"cuda:{torch.cuda.device_count()}")
+
+
+def test_fingerprint_of_this_cpu():
+    fp = hardware.fingerprint("cpu")
+    assert fp.device_kind == "cpu"
+    assert fp.cpu_model and fp.physical_cores >= 1 and fp.ram_gb > 0
+    assert fp.threads == torch.get_num_threads()
+    assert fp.versions["torch"] == torch.__version__
+    assert fp.gpu_name == "" and fp.cuda == ""
+    assert re.fullmatch(r"cpu-[a-z0-9-]+-\d+t", fp.hardware_id)
+    assert fp.as_dict()["hardware_id"] == fp.hardware_id
+    assert hardware.fingerprint("cpu").hardware_id == fp.hardware_id  # stable
+
+
+def test_hardware_id_names():
+    base = hardware.fingerprint("cpu")
+    xeon = replace(base, cpu_model="Intel(R) Xeon(R) Platinum 8480C CPU @ 2.00GHz", threads=2)
+    assert hardware.hardware_id(xeon) == "cpu-xeon-platinum-8480c-2t"
+    epyc = replace(base, cpu_model="AMD EPYC 7763 64-Core Processor", threads=16)
+    assert hardware.hardware_id(epyc) == "cpu-epyc-7763-64-16t"
+    h100 = replace(base, device_kind="cuda", gpu_name="NVIDIA H100 80GB HBM3")
+    assert hardware.hardware_id(h100) == "cuda-h100-80gb-hbm3"
+    generic = replace(base, cpu_model="Intel(R) Xeon(R) Processor", threads=2)
+    assert re.fullmatch(r"cpu-xeon-f\d+m\d+-2t", hardware.hardware_id(generic))
+
+
+@pytest.mark.gpu
+def test_fingerprint_of_gpu():
+    fp = hardware.fingerprint("cuda")
+    assert fp.gpu_name and fp.cuda and fp.hardware_id.startswith("cuda-")

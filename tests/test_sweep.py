@@ -1,0 +1,128 @@
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import sys
+import textwrap
+
+import pytest
+
+from lstmstudy import results, sweep, timing
+from lstmstudy.errors import Skip
+from lstmstudy.hardware import fingerprint
+from lstmstudy.shapes import LSTMShape
+
+HW = fingerprint("cpu").hardware_id
+
+
+def grid(n: int = 6) -> list[sweep.Point]:
+    return [sweep.Point("torch.fake", LSTMShape(batch=b, timesteps=4, features=2, hidden=8)) for b in range(1, n + 1)]
+
+
+def fake_outcome() -> sweep.Outcome:
+    m = timing.Measurement(samples=(0.001, 0.002, 0.003), warmup=0, threads=1, sync="none")
+    return sweep.Outcome(measurement=m, flops=1e6, observed_kernel="fake")
+
+
+def test_every_point_becomes_a_row_with_samples(results_root):
+    report = sweep.run("demo", grid(3), lambda p, d: fake_outcome(), device="cpu", progress=False)
+    assert (report.measured, report.errors, report.skipped) == (3, 0, 0)
+    frame = results.load("demo")
+    assert frame.batch.tolist() == [1, 2, 3] and set(frame.status) == {"ok"}
+    assert frame.samples[0] == [0.001, 0.002, 0.003] and frame.median_s[0] == 0.002
+    assert frame.achieved_flops[0] == pytest.approx(1e6 / 0.002)
+    assert frame.framework[0] == "torch" and frame.hardware_id[0] == HW
+    assert (results_root / "demo" / f"{HW}.json").exists()
+
+
+def test_an_error_or_a_skip_becomes_a_row_and_the_sweep_goes_on(results_root):
+    def measure(point, device):
+        if point.shape.batch == 2:
+            raise RuntimeError("CUDA out of memory. Tried to allocate 2 GiB")
+        if point.shape.batch == 3:
+            raise Skip("bf16 is not supported here")
+        return fake_outcome()
+
+    report = sweep.run("demo", grid(4), measure, device="cpu", progress=False)
+    assert (report.measured, report.errors, report.skipped) == (2, 1, 1)
+    frame = results.load("demo").set_index("batch")
+    assert frame.status.to_dict() == {1: "ok", 2: "error", 3: "skipped", 4: "ok"}
+    assert frame.error[2] == "RuntimeError: CUDA out of memory. Tried to allocate 2 GiB"
+    assert frame.error[3] == "bf16 is not supported here"
+    assert pd_isna(frame.median_s[2])
+
+
+def pd_isna(value) -> bool:
+    return value != value
+
+
+def test_an_interrupted_sweep_resumes_without_losing_or_duplicating(results_root):
+    calls = []
+
+    def interrupted(point, device):
+        if point.shape.batch == 4:
+            raise KeyboardInterrupt
+        calls.append(point.shape.batch)
+        return fake_outcome()
+
+    with pytest.raises(KeyboardInterrupt):
+        sweep.run("demo", grid(), interrupted, device="cpu", progress=False)
+    assert sorted(results.load("demo").batch) == [1, 2, 3]
+    report = sweep.run("demo", grid(), lambda p, d: calls.append(p.shape.batch) or fake_outcome(),
+                       device="cpu", progress=False)
+    assert report.already_stored == 3 and report.measured == 3
+    assert calls == [1, 2, 3, 4, 5, 6]
+    assert sorted(results.load("demo", latest=False).batch) == [1, 2, 3, 4, 5, 6]
+
+
+def test_a_killed_sweep_resumes(results_root):
+    script = textwrap.dedent(f"""
+        import os, sys, time
+        sys.path.insert(0, {os.getcwd()!r})
+        from lstmstudy import sweep
+        from tests.test_sweep import grid, fake_outcome
+        def slow(point, device):
+            print(point.shape.batch, flush=True)
+            time.sleep(0.2)
+            return fake_outcome()
+        sweep.run("demo", grid(), slow, device="cpu", progress=False)
+    """)
+    proc = subprocess.Popen([sys.executable, "-c", script], stdout=subprocess.PIPE, text=True,
+                            env={**os.environ, "LSTMSTUDY_RESULTS": str(results_root)})
+    while proc.stdout.readline().strip() != "4":  # killed while measuring the fourth point
+        pass
+    proc.send_signal(signal.SIGKILL)
+    proc.wait()
+    assert sorted(results.load("demo").batch) == [1, 2, 3]
+    report = sweep.run("demo", grid(), lambda p, d: fake_outcome(), device="cpu", progress=False)
+    assert (report.already_stored, report.measured) == (3, 3)
+    assert sorted(results.load("demo", latest=False).batch) == [1, 2, 3, 4, 5, 6]
+
+
+def test_rerun_measures_again_and_load_keeps_the_newest(results_root):
+    sweep.run("demo", grid(2), lambda p, d: fake_outcome(), device="cpu", progress=False)
+    report = sweep.run("demo", grid(2), lambda p, d: fake_outcome(), device="cpu", progress=False, rerun=True)
+    assert report.measured == 2
+    assert len(results.load("demo", latest=False)) == 4 and len(results.load("demo")) == 2
+
+
+def test_time_budget_stops_between_points(results_root):
+    report = sweep.run("demo", grid(), lambda p, d: fake_outcome(), device="cpu", progress=False, time_budget_s=0)
+    assert report.stopped_early and report.measured == 1
+
+
+def test_config_extras_are_part_of_the_key(results_root):
+    shape = LSTMShape(batch=1, timesteps=4, features=2, hidden=8)
+    points = [sweep.Point("torch.fake", shape, config={"buckets": "auto"}),
+              sweep.Point("torch.fake", shape, config={"buckets": "none"})]
+    assert sweep.run("demo", points, lambda p, d: fake_outcome(), device="cpu", progress=False).measured == 2
+    assert sweep.run("demo", points, lambda p, d: fake_outcome(), device="cpu", progress=False).already_stored == 2
+
+
+def test_bad_points_are_refused():
+    shape = LSTMShape(batch=1, timesteps=4, features=2, hidden=8)
+    with pytest.raises(ValueError, match="precision"):
+        sweep.Point("torch.fake", shape, precision="fp8")
+    with pytest.raises(ValueError, match="phase"):
+        sweep.Point("torch.fake", shape, phase="eval")
