@@ -38,6 +38,9 @@ INT_COLUMNS = ("batch", "timesteps", "features", "hidden", "layers", "threads", 
 FLOAT_COLUMNS = ("median_s", "p25_s", "p75_s", "ci_low_s", "ci_high_s", "flops", "achieved_flops", "energy_j")
 STATUSES = ("ok", "error", "skipped")
 
+# Raw samples make long fields: lift the csv module's default 128 KiB limit so every row we write reads back.
+csv.field_size_limit(2**31 - 1)
+
 
 def default_root() -> Path:
     """`$LSTMSTUDY_RESULTS`, else `results/` of the checkout the package runs from, else `./results`."""

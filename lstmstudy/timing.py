@@ -137,7 +137,7 @@ def measure(
     min_time: float = 0.2,
     max_time: float = 5.0,
     min_samples: int = 7,
-    max_samples: int = 100_000,
+    max_samples: int = 2_000,
     target_rel_iqr: float = 0.05,
     threads: int | None = None,
 ) -> Measurement:

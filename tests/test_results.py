@@ -133,3 +133,8 @@ def test_fingerprints_are_kept_once_each(results_root):
     (results_root / "demo" / "cpu-test-1t.json").write_text("{not json")
     with pytest.raises(ResultsCorrupt, match="cpu-test-1t.json"):
         results.fingerprints("demo")
+
+
+def test_rows_with_many_samples_read_back(results_root):
+    results.append("demo", "cpu-test-1t", [row(0, samples_s=[1.2345678901234567e-05] * 20_000)])
+    assert len(results.load("demo").samples[0]) == 20_000

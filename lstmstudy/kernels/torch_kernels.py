@@ -1,0 +1,488 @@
+"""PyTorch's LSTM kernels, from the vendor-fused op down to a Python loop, registered for the claims.
+
+Seven rows, all built from the same `LSTMWeights` so the standard ones can be checked against each
+other before they are timed against each other:
+
+- `torch.fused`: `nn.LSTM`, which dispatches to cuDNN on a GPU and to oneDNN on a CPU;
+- `torch.native`: the same module with the vendor library switched off, i.e. ATen's generic C++ loop;
+- `torch.cell_loop`: a Python loop over `nn.LSTMCell`, the op-by-op path any custom cell takes;
+- `torch.custom_activation`: the blog post's cell, LeakyReLU(0.05) instead of tanh, which no fused
+  kernel implements (`standard=False`);
+- `torch.compiled`: that custom loop under `torch.compile`: can a compiler win back the fused speed?
+- `torch.raw`: the fused op called directly (no module, weights pre-flattened and pre-cast) and, for
+  GPU inference, replayed from a CUDA graph: the DeepBench-style floor of what the library can do;
+- `torch.raw_noinput`: only the recurrence, as DeepBench times it with `CUDNN_SKIP_INPUT`.
+
+Every step runs under the same numerics (`_backend`, `_autocast`): fp16/bf16 through `torch.autocast`
+(the raw rows instead hold weights and inputs in the compute type, as DeepBench does), and on a GPU
+fp32 pinned to IEEE fp32, because PyTorch lets cuDNN's RNN use TF32 by default
+(`torch.backends.cudnn.rnn.fp32_precision == "tf32"`) while cuBLAS matmuls default to IEEE: left
+alone, "fp32" fused-vs-generic would compare TF32 with FP32.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Callable, Iterator, Sequence
+from contextlib import ExitStack, contextmanager, nullcontext
+from functools import partial
+
+import numpy as np
+import torch
+import torch.nn.functional as F
+from torch import Tensor, nn
+from torch.amp.autocast_mode import is_autocast_available
+from torch.autograd import DeviceType
+from torch.profiler import ProfilerActivity, profile
+
+from lstmstudy.errors import Skip
+from lstmstudy.kernels import Built, KernelSpec, LSTMWeights, make_inputs, register
+from lstmstudy.shapes import LSTMShape
+from lstmstudy.timing import sync_for
+
+DTYPES = {"fp32": torch.float32, "fp16": torch.float16, "bf16": torch.bfloat16}
+#: Canonical weight names (`LSTMWeights`) and the matching attribute names of `nn.LSTMCell`.
+CELL_NAMES = {"w_ih": "weight_ih", "w_hh": "weight_hh", "b_ih": "bias_ih", "b_hh": "bias_hh"}
+#: The blog post's `activation=ReLU(negative_slope=0.05)`.
+LEAKY_SLOPE = 0.05
+
+Canonical = list[list[dict[str, Tensor]]]  # [layer][direction]{w_ih, w_hh, b_ih, b_hh}
+CellFn = Callable[[Tensor, tuple[Tensor, Tensor]], tuple[Tensor, Tensor]]
+
+
+# --- availability ---------------------------------------------------------------------------------
+
+def _dtype_unavailable(device: torch.device, precision: str) -> str | None:
+    """Why the hardware cannot compute in `precision` (None: it can)."""
+    if device.type == "cuda" and precision == "bf16" and not torch.cuda.is_bf16_supported():
+        return f"{torch.cuda.get_device_name(device)} has no bf16 support"
+    return None
+
+
+def _autocast_unavailable(device: torch.device, precision: str) -> str | None:
+    """Why `torch.autocast` cannot run `precision` on this device, found by asking it (None: it can)."""
+    if precision == "fp32":
+        return None
+    if reason := _dtype_unavailable(device, precision):
+        return reason
+    if not is_autocast_available(device.type):
+        return f"torch {torch.__version__} has no autocast for {device.type}"
+    dtype = DTYPES[precision]
+    with torch.autocast(device.type, dtype=dtype):  # autocast warns and disables itself when it refuses
+        active = torch.is_autocast_enabled(device.type) and torch.get_autocast_dtype(device.type) == dtype
+    return None if active else f"torch {torch.__version__} refuses autocast to {precision} on {device.type}"
+
+
+def _compile_unavailable(device: torch.device, precision: str) -> str | None:
+    if not torch._dynamo.is_dynamo_supported():
+        return f"torch.compile is not supported on this Python/platform (torch {torch.__version__})"
+    return _autocast_unavailable(device, precision)
+
+
+# --- numerics: the contexts every step runs in ----------------------------------------------------
+
+@contextmanager
+def _setting(owner: object, attr: str, value: object) -> Iterator[None]:
+    """Set one torch.backends flag for a block and restore it, leaving every other flag alone."""
+    before = getattr(owner, attr)
+    setattr(owner, attr, value)
+    try:
+        yield
+    finally:
+        setattr(owner, attr, before)
+
+
+@contextmanager
+def _backend(device: torch.device, vendor: bool | None) -> Iterator[None]:
+    """The vendor RNN library on/off (None: untouched) and, on a GPU, IEEE fp32 for cuDNN and cuBLAS.
+
+    Active for the whole step, backward pass included, so it is what actually ran, not only what was built.
+    """
+    with ExitStack() as stack:
+        if vendor is not None:
+            library = torch.backends.cudnn if device.type == "cuda" else torch.backends.mkldnn
+            stack.enter_context(_setting(library, "enabled", vendor))
+        if device.type == "cuda":
+            stack.enter_context(_setting(torch.backends.cudnn.rnn, "fp32_precision", "ieee"))
+            stack.enter_context(_setting(torch.backends.cuda.matmul, "fp32_precision", "ieee"))
+        yield
+
+
+def _autocast(device: torch.device, precision: str):
+    """Autocast around the forward pass only (PyTorch advises against autocasting the backward)."""
+    return nullcontext() if precision == "fp32" else torch.autocast(device.type, dtype=DTYPES[precision])
+
+
+# --- the shared loops -----------------------------------------------------------------------------
+
+def _cell_update(gates: Tensor, c: Tensor, activation: Callable[[Tensor], Tensor]) -> tuple[Tensor, Tensor]:
+    """The LSTM state update from pre-activation gates (order i, f, g, o), with a chosen activation."""
+    i, f, g, o = gates.chunk(4, dim=1)
+    c = torch.sigmoid(f) * c + torch.sigmoid(i) * activation(g)
+    return torch.sigmoid(o) * activation(c), c
+
+
+def _leaky(x: Tensor) -> Tensor:
+    return F.leaky_relu(x, LEAKY_SLOPE)
+
+
+def _scan(cell: CellFn, seq: Tensor, hidden: int, reverse: bool = False) -> Tensor:
+    """Run `cell` over a batch-first sequence from a zero state and return every h (batch, time, hidden).
+
+    `reverse` reads the sequence back to front and returns the outputs in the original order: the
+    backward direction of a bidirectional LSTM, as `nn.LSTM` defines it.
+    """
+    h = c = seq.new_zeros(seq.shape[0], hidden)
+    steps = seq.unbind(1)
+    outputs = []
+    for x_t in reversed(steps) if reverse else steps:
+        h, c = cell(x_t, (h, c))
+        outputs.append(h)
+    if reverse:
+        outputs.reverse()
+    return torch.stack(outputs, dim=1)
+
+
+def _concat(outputs: Sequence[Tensor]) -> Tensor:
+    return outputs[0] if len(outputs) == 1 else torch.cat(outputs, dim=-1)
+
+
+class LeakyLSTMCell(nn.LSTMCell):
+    """`nn.LSTMCell`'s parameters with LeakyReLU(0.05) where the standard cell has tanh.
+
+    This is what the blog post's Keras `LSTM(activation=ReLU(negative_slope=0.05))` computes; no
+    vendor kernel implements it, so it can only run op by op (or compiled).
+    """
+
+    def forward(self, x: Tensor, state: tuple[Tensor, Tensor]) -> tuple[Tensor, Tensor]:  # type: ignore[override]
+        h, c = state
+        gates = F.linear(x, self.weight_ih, self.bias_ih) + F.linear(h, self.weight_hh, self.bias_hh)
+        return _cell_update(gates, c, _leaky)
+
+
+class CellStack(nn.Module):
+    """A multi-layer, optionally bidirectional LSTM as a Python loop over cells (nn.LSTM's conventions).
+
+    Layer l+1 reads the concatenated directions of layer l; direction 1 reads the reversed sequence.
+    """
+
+    def __init__(self, shape: LSTMShape, cell: type[nn.LSTMCell]) -> None:
+        super().__init__()
+        self.hidden = shape.hidden
+        self.cells = nn.ModuleList(
+            nn.ModuleList(cell(shape.layer_input_size(layer), shape.hidden) for _ in range(shape.directions))
+            for layer in range(shape.layers)
+        )
+
+    def forward(self, x: Tensor) -> Tensor:
+        for layer in self.cells:
+            x = _concat([_scan(cell, x, self.hidden, reverse=d == 1) for d, cell in enumerate(layer)])
+        return x
+
+    def canonical(self) -> Canonical:
+        return [[{key: getattr(cell, name) for key, name in CELL_NAMES.items()} for cell in layer]
+                for layer in self.cells]
+
+
+def _lstm_canonical(module: nn.LSTM) -> Canonical:
+    """nn.LSTM's parameters in the canonical layout (`all_weights` is ordered w_ih, w_hh, b_ih, b_hh)."""
+    dirs = 2 if module.bidirectional else 1
+    return [[dict(zip(CELL_NAMES, module.all_weights[layer * dirs + d])) for d in range(dirs)]
+            for layer in range(module.num_layers)]
+
+
+def _load(params: Canonical, weights: LSTMWeights) -> Canonical:
+    """Copy the shared weights into a kernel's own parameters (casting to their dtype); return them."""
+    with torch.no_grad():
+        for layer, layer_weights in zip(params, weights.layers):
+            for tensors, arrays in zip(layer, layer_weights):
+                for key, tensor in tensors.items():
+                    tensor.copy_(torch.from_numpy(arrays[key]))
+    return params
+
+
+def _flat(params: Canonical) -> list[Tensor]:
+    return [t for layer in params for tensors in layer for t in tensors.values()]
+
+
+def _regroup(flat: Sequence[Tensor], like: Canonical) -> list[list[dict[str, np.ndarray]]]:
+    """Flat gradients back into the canonical layout, as float32 NumPy."""
+    it = iter(flat)
+    return [[{key: next(it).detach().float().cpu().numpy() for key in tensors} for tensors in layer]
+            for layer in like]
+
+
+# --- what actually ran ----------------------------------------------------------------------------
+
+#: cuDNN's RNN kernels (e.g. RNN_blockPersist_fp_LSTM, LSTM_elementWise_fp, elemWiseRNNcell); ATen's own
+#: generic kernel is `lstm_cell_forward`, lower case, so the match is case-sensitive.
+_CUDNN_KERNEL = re.compile(r"cudnn|RNN_|LSTM_|elemWiseRNN")
+
+
+def _classify(ops: set[str], kernels: list[str], device: torch.device) -> str:
+    """Name the implementation from profiled calls: CPU-side op names and GPU kernel names."""
+    if any(op.startswith("Torch-Compiled Region") or op == "CompiledFunction" for op in ops):
+        kind = "inductor"
+    elif "aten::_cudnn_rnn" in ops or any(_CUDNN_KERNEL.search(k) for k in kernels):
+        kind = "cudnn"
+    elif "aten::mkldnn_rnn_layer" in ops:
+        kind = "onednn"
+    elif "aten::lstm" in ops:
+        kind = "generic" if device.type == "cuda" else "aten"
+    else:
+        kind = "op-by-op"
+    return kind + ("+cuda-graph" if "cudaGraphLaunch" in ops else "")
+
+
+def _observer(calls: Sequence[Callable[[], object]], device: torch.device) -> Callable[[], str]:
+    """`observed_kernel`: profile `calls` once, the first time it is asked, then keep the answer.
+
+    `calls` is the step; for a CUDA graph, also the eager forward it captured, since a replay shows
+    only `cudaGraphLaunch` and its kernels, not the op the dispatcher chose.
+    """
+    answer: list[str] = []
+
+    def observed_kernel() -> str:
+        if not answer:
+            activities = [ProfilerActivity.CPU] + ([ProfilerActivity.CUDA] if device.type == "cuda" else [])
+            with profile(activities=activities) as prof:
+                for call in calls:
+                    call()
+                if device.type == "cuda":
+                    torch.cuda.synchronize(device)
+            events = prof.events()
+            ops = {e.name for e in events if e.device_type == DeviceType.CPU}
+            kernels = [e.name for e in events if e.device_type == DeviceType.CUDA]
+            answer.append(_classify(ops, kernels, device))
+        return answer[0]
+
+    return observed_kernel
+
+
+# --- assembling a Built ---------------------------------------------------------------------------
+
+def _capture(run: Callable[[], Tensor], device: torch.device) -> tuple[torch.cuda.CUDAGraph, Tensor]:
+    """Record `run` in a CUDA graph (after warming it up on a side stream, as capture requires)."""
+    side = torch.cuda.Stream(device)
+    side.wait_stream(torch.cuda.current_stream(device))
+    with torch.cuda.stream(side):
+        for _ in range(3):
+            run()
+    torch.cuda.current_stream(device).wait_stream(side)
+    graph = torch.cuda.CUDAGraph()
+    with torch.cuda.graph(graph):
+        out = run()
+    return graph, out
+
+
+def _first_line(exc: BaseException) -> str:
+    lines = str(exc).strip().splitlines()
+    return f"{type(exc).__name__}: {lines[0] if lines else ''}"
+
+
+def _first_call(name: str, precision: str, step: Callable[[], object]) -> None:
+    """Run the step once at build time, turning "the library has no such primitive" into a Skip."""
+    try:
+        step()
+    except RuntimeError as exc:
+        if "could not create a primitive" in str(exc):  # oneDNN, e.g. no fp16 LSTM training on this CPU
+            raise Skip(f"{name} at {precision}: oneDNN cannot run it here ({_first_line(exc)})") from exc
+        raise
+
+
+def _assemble(name: str, shape: LSTMShape, device: torch.device, precision: str, phase: str, *,
+              run: Callable[[], Tensor], grad_inputs: Sequence[Tensor],
+              to_canonical: Callable[[Sequence[Tensor]], list[list[dict[str, np.ndarray]]]],
+              vendor: bool | None = None, autocast: bool = True, graph: bool = False) -> Built:
+    """Wrap a kernel's `run()` (one forward pass, returning the output sequence) into a `Built`.
+
+    Inference: `run` under `torch.inference_mode()`. Train: `run`, an MSE loss in fp32 against the
+    fixed target of `make_inputs`, and `torch.autograd.grad` to `grad_inputs` (no optimizer).
+    `graph` replays inference from a CUDA graph on a GPU. `grads()` exists for train builds only
+    (cuDNN keeps no state for a backward pass of an inference forward).
+    """
+    target = torch.from_numpy(make_inputs(shape)[1]).to(device)
+    backend = partial(_backend, device, vendor)
+    cast = partial(_autocast, device, precision if autocast else "fp32")
+
+    def infer() -> Tensor:
+        with torch.inference_mode(), backend(), cast():
+            return run()
+
+    def train() -> tuple[Tensor, ...]:
+        with backend():
+            with cast():
+                out = run()
+            return torch.autograd.grad(F.mse_loss(out.float(), target), grad_inputs)
+
+    step: Callable[[], object] = infer if phase == "inference" else train
+    forward_out, observed = infer, [step]
+    if graph and phase == "inference" and device.type == "cuda":
+        cuda_graph, static_out = _capture(infer, device)
+        step, observed = cuda_graph.replay, [infer, cuda_graph.replay]
+
+        def forward_out() -> Tensor:
+            cuda_graph.replay()
+            return static_out
+
+    _first_call(name, precision, step)
+    return Built(
+        name=name, shape=shape, device=device, precision=precision, phase=phase, step=step,
+        sync=sync_for(device),
+        forward=lambda: forward_out().float().cpu().numpy(),
+        grads=(lambda: to_canonical(train())) if phase == "train" else None,
+        observed_kernel=_observer(observed, device),
+    )
+
+
+def _input(shape: LSTMShape, device: torch.device, dtype: torch.dtype = torch.float32) -> Tensor:
+    return torch.from_numpy(make_inputs(shape)[0]).to(device=device, dtype=dtype)
+
+
+# --- the factories --------------------------------------------------------------------------------
+
+def _module_factory(vendor: bool):
+    """`torch.fused` (vendor=True) and `torch.native` (vendor=False): nn.LSTM, library on or off."""
+    name = "torch.fused" if vendor else "torch.native"
+
+    def factory(shape: LSTMShape, device: torch.device, precision: str, phase: str, weights: LSTMWeights) -> Built:
+        module = nn.LSTM(shape.features, shape.hidden, num_layers=shape.layers, bidirectional=shape.bidirectional,
+                         batch_first=True, device=device)
+        params = _load(_lstm_canonical(module), weights)
+        module.flatten_parameters()
+        module.train(phase == "train")  # eval for inference: cuDNN then keeps no training workspace
+        x = _input(shape, device)
+        return _assemble(name, shape, device, precision, phase, run=lambda: module(x)[0],
+                         grad_inputs=_flat(params), to_canonical=partial(_regroup, like=params), vendor=vendor)
+
+    return factory
+
+
+def _loop_factory(name: str, cell: type[nn.LSTMCell], compiled: bool = False):
+    """`torch.cell_loop`, `torch.custom_activation` and `torch.compiled`: a CellStack of `cell`.
+
+    Compiling resets torch.compile's caches first (as torchbench does between models): every build
+    shares `CellStack.forward`'s code, and past dynamo's recompile limit (8) a new shape would run
+    eagerly without error. An earlier `torch.compiled` build then recompiles on its next call.
+    """
+
+    def factory(shape: LSTMShape, device: torch.device, precision: str, phase: str, weights: LSTMWeights) -> Built:
+        stack = CellStack(shape, cell).to(device)
+        params = _load(stack.canonical(), weights)
+        if compiled:
+            torch.compiler.reset()
+        model = torch.compile(stack) if compiled else stack
+        x = _input(shape, device)
+        try:  # compilation happens in this first call, inside _assemble, so timing excludes it
+            return _assemble(name, shape, device, precision, phase, run=lambda: model(x),
+                             grad_inputs=_flat(params), to_canonical=partial(_regroup, like=params))
+        except Exception as exc:
+            if not compiled or isinstance(exc, Skip):
+                raise
+            raise Skip(f"{name}: torch.compile failed here ({_first_line(exc)})") from exc
+
+    return factory
+
+
+def _raw_weights(shape: LSTMShape, device: torch.device, precision: str, weights: LSTMWeights) -> Canonical:
+    """The weights as plain tensors in the compute type, laid out (on a GPU) in cuDNN's flat buffer.
+
+    nn.LSTM is used only for its `flatten_parameters`, PyTorch's own check-and-flatten into one
+    contiguous buffer; the raw steps never call the module.
+    """
+    module = nn.LSTM(shape.features, shape.hidden, num_layers=shape.layers, bidirectional=shape.bidirectional,
+                     batch_first=True, device=device, dtype=DTYPES[precision])
+    params = _load(_lstm_canonical(module), weights)
+    module.flatten_parameters()
+    return params
+
+
+def raw_factory(shape: LSTMShape, device: torch.device, precision: str, phase: str, weights: LSTMWeights) -> Built:
+    """`torch.raw`: `torch._VF.lstm` on pre-flattened, pre-cast weights (no module, no autocast).
+
+    Weights and input are held in the compute type, as DeepBench does, so no per-call cast is timed.
+    GPU inference replays a CUDA graph, which also removes the CPU's launch overhead.
+    """
+    dtype = DTYPES[precision]
+    params = _raw_weights(shape, device, precision, weights)
+    flat = _flat(params)
+    x = _input(shape, device, dtype)
+    zeros = x.new_zeros(shape.layers * shape.directions, shape.batch, shape.hidden)
+    training = phase == "train"
+
+    def run() -> Tensor:
+        return torch._VF.lstm(x, (zeros, zeros), flat, True, shape.layers, 0.0, training,
+                              shape.bidirectional, True)[0]
+
+    return _assemble("torch.raw", shape, device, precision, phase, run=run, grad_inputs=flat,
+                     to_canonical=partial(_regroup, like=params), vendor=True, autocast=False, graph=True)
+
+
+def raw_noinput_factory(shape: LSTMShape, device: torch.device, precision: str, phase: str,
+                        weights: LSTMWeights) -> Built:
+    """`torch.raw_noinput`: the recurrence alone, like DeepBench's `CUDNN_SKIP_INPUT` runs.
+
+    PyTorch exposes no skip-input mode, so the honest simplest equivalent is used: the input
+    projection x @ W_ih^T + b_ih + b_hh of every timestep is computed once, outside the step, and the
+    step runs only the recurrence: per timestep one GEMM h @ W_hh^T added to the precomputed gates,
+    then the pointwise update (`addmm` and elementwise ops; on a GPU inference is replayed from a
+    CUDA graph, so kernel-launch overhead is not timed). It is therefore the serial part every LSTM
+    kernel must pay, not a call into cuDNN. Only one layer: deeper layers' inputs exist only inside
+    the step (cuDNN's skip-input mode likewise applies to the first layer). The train step returns the
+    gradients of W_hh and of the precomputed gates; `grads()` turns the latter into the W_ih and bias
+    gradients outside the step, so the result compares with every other kernel.
+    """
+    if shape.layers != 1:
+        raise Skip(f"torch.raw_noinput times the first layer's recurrence only; got layers={shape.layers}")
+    dtype = DTYPES[precision]
+    params = _raw_weights(shape, device, precision, weights)[0]
+    x = _input(shape, device)
+    with torch.no_grad(), _backend(device, vendor=None):  # IEEE fp32 on a GPU, like the steps
+        gates_x = [(F.linear(x, p["w_ih"].float(), p["b_ih"].float() + p["b_hh"].float())).to(dtype)
+                   .requires_grad_(phase == "train") for p in params]
+    w_hh = [p["w_hh"] for p in params]
+
+    def recurrence(w: Tensor) -> CellFn:
+        w_t = w.t()
+        return lambda gx_t, state: _cell_update(torch.addmm(gx_t, state[0], w_t), state[1], torch.tanh)
+
+    def run() -> Tensor:
+        return _concat([_scan(recurrence(w), gx, shape.hidden, reverse=d == 1)
+                        for d, (w, gx) in enumerate(zip(w_hh, gates_x))])
+
+    def to_canonical(grads: Sequence[Tensor]) -> list[list[dict[str, np.ndarray]]]:
+        d_hh, d_gates = grads[:len(w_hh)], grads[len(w_hh):]
+        out = []
+        for dw, dg in zip(d_hh, d_gates):
+            dg = dg.float()
+            bias = dg.sum(dim=(0, 1)).cpu().numpy()
+            out.append({"w_ih": torch.einsum("btg,bti->gi", dg, x).cpu().numpy(),
+                        "w_hh": dw.float().cpu().numpy(), "b_ih": bias, "b_hh": bias.copy()})
+        return [out]
+
+    return _assemble("torch.raw_noinput", shape, device, precision, phase, run=run,
+                     grad_inputs=[*w_hh, *gates_x], to_canonical=to_canonical, autocast=False, graph=True)
+
+
+register(KernelSpec(
+    "torch.fused", "nn.LSTM: cuDNN on a GPU, oneDNN on a CPU (the vendor-fused kernel)",
+    _module_factory(vendor=True), unavailable=_autocast_unavailable))
+register(KernelSpec(
+    "torch.native", "nn.LSTM with cuDNN/oneDNN disabled: ATen's generic C++ loop",
+    _module_factory(vendor=False), unavailable=_autocast_unavailable))
+register(KernelSpec(
+    "torch.cell_loop", "Python loop over nn.LSTMCell per layer and direction (op by op)",
+    _loop_factory("torch.cell_loop", nn.LSTMCell), unavailable=_autocast_unavailable))
+register(KernelSpec(
+    "torch.custom_activation", "Python loop over an LSTM cell with LeakyReLU(0.05) instead of tanh",
+    _loop_factory("torch.custom_activation", LeakyLSTMCell), standard=False, unavailable=_autocast_unavailable))
+register(KernelSpec(
+    "torch.compiled", "the LeakyReLU cell loop under torch.compile (Inductor)",
+    _loop_factory("torch.compiled", LeakyLSTMCell, compiled=True), standard=False,
+    unavailable=_compile_unavailable))
+register(KernelSpec(
+    "torch.raw", "torch._VF.lstm on pre-flattened, pre-cast weights; CUDA graph for GPU inference",
+    raw_factory, unavailable=_dtype_unavailable))
+register(KernelSpec(
+    "torch.raw_noinput", "the recurrence only (input GEMM precomputed), like DeepBench's CUDNN_SKIP_INPUT",
+    raw_noinput_factory, unavailable=_dtype_unavailable))

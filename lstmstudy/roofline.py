@@ -1,0 +1,90 @@
+"""The hardware limit an LSTM is judged against: this device's sustained GEMM throughput.
+
+An LSTM is a chain of matrix products, so the best a kernel can hope for is the FLOP/s of a large
+square matmul on the same device, precision and thread count. `measure` times one (2048 on a CPU,
+8192 on a GPU) per precision the device supports and stores the rows with the fingerprint in
+`results/roofline/<hardware_id>.csv`; `limits` reads back the best FLOP/s per precision and
+`fraction` expresses any achieved FLOP/s as a share of it.
+
+Rows go through the project's store (`sweep.run`, claim "roofline", kernel "gemm"), so an (N x N) @
+(N x N) product is recorded as an `LSTMShape(batch=N, timesteps=1, features=N, hidden=N)` with
+`config={"n": N}`: the LSTM columns are placeholders that keep the schema, and `n` is what counts.
+On a GPU fp32 means IEEE fp32 (cuBLAS's default), matching the fp32 of the LSTM kernels.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from pathlib import Path
+
+import torch
+
+from lstmstudy import hardware, results, sweep
+from lstmstudy.errors import Skip
+from lstmstudy.shapes import LSTMShape
+from lstmstudy.sweep import Outcome, Point
+from lstmstudy.timing import measure as time_call
+from lstmstudy.timing import sync_for
+
+CLAIM = "roofline"
+KERNEL = "gemm"
+DTYPES = {"fp32": torch.float32, "fp16": torch.float16, "bf16": torch.bfloat16}
+DEFAULT_SIZES = {"cpu": (2048,), "cuda": (8192,)}
+QUICK_SIZES = {"cpu": (256,), "cuda": (1024,)}
+
+
+def gemm_point(n: int, precision: str) -> Point:
+    """The stored configuration of one n x n x n GEMM (see the module docstring for the field mapping)."""
+    return Point(kernel=KERNEL, shape=LSTMShape(batch=n, timesteps=1, features=n, hidden=n),
+                 precision=precision, config={"n": n})
+
+
+def _measure_gemm(point: Point, device: torch.device, **measure_kwargs) -> Outcome:
+    """Time `c = a @ b` for one point; a precision the device cannot multiply in becomes a Skip."""
+    n = int(point.config["n"])
+    dtype = DTYPES[point.precision]
+    if device.type == "cuda" and point.precision == "bf16" and not torch.cuda.is_bf16_supported():
+        raise Skip(f"{torch.cuda.get_device_name(device)} has no bf16 support")
+    generator = torch.Generator(device=device).manual_seed(0)
+    a, b = (torch.randn(n, n, device=device, generator=generator).to(dtype) for _ in range(2))
+    c = torch.empty(n, n, device=device, dtype=dtype)
+    try:
+        torch.mm(a, b, out=c)
+    except RuntimeError as exc:  # e.g. a build without a kernel for this dtype on this device
+        raise Skip(f"no {point.precision} matmul on {device.type}: {str(exc).splitlines()[0]}") from exc
+    m = time_call(lambda: torch.mm(a, b, out=c), sync=sync_for(device), **measure_kwargs)
+    return Outcome(measurement=m, flops=2.0 * n**3)
+
+
+def measure(device: str = "auto", sizes: Iterable[int] | None = None, quick: bool = False, *,
+            precisions: Iterable[str] = tuple(DTYPES), root: Path | None = None, rerun: bool = False,
+            progress: bool = False) -> sweep.SweepReport:
+    """Time square GEMMs at every precision on `device` and store them (what is stored is skipped).
+
+    `quick` uses small matrices and short timing: enough to check the plumbing, not a real limit.
+    """
+    dev = hardware.resolve_device(device)
+    chosen = tuple(sizes) if sizes is not None else (QUICK_SIZES if quick else DEFAULT_SIZES)[dev.type]
+    timing = dict(warmup=1, min_time=0.05, max_time=0.5, min_samples=5) if quick else dict(warmup=3, min_time=1.0)
+    points = [gemm_point(n, precision) for precision in precisions for n in chosen]
+    return sweep.run(CLAIM, points, lambda point, d: _measure_gemm(point, d, **timing), device=str(dev),
+                     root=root, rerun=rerun, progress=progress)
+
+
+def limits(hardware_id: str | None = None, root: Path | None = None) -> dict[str, float]:
+    """The best GEMM FLOP/s stored per precision for a hardware set (default: this machine's default device)."""
+    if hardware_id is None:
+        hardware_id = hardware.fingerprint(hardware.resolve_device("auto")).hardware_id
+    best: dict[str, float] = {}
+    for row in results.read_rows(results.set_path(CLAIM, hardware_id, root)):
+        if row["status"] == "ok" and row["kernel"] == KERNEL and row["achieved_flops"]:
+            flops = float(row["achieved_flops"])
+            best[row["precision"]] = max(flops, best.get(row["precision"], 0.0))
+    return best
+
+
+def fraction(achieved_flops: float, hardware_id: str | None = None, precision: str = "fp32",
+             root: Path | None = None) -> float | None:
+    """`achieved_flops` as a share of the stored GEMM limit (None when no limit is stored for it)."""
+    limit = limits(hardware_id, root).get(precision)
+    return achieved_flops / limit if limit else None
