@@ -1,0 +1,315 @@
+"""Keras 3 LSTM kernels: one builder, parameterised by the keyword arguments of `keras.layers.LSTM`.
+
+The rows below differ only in those arguments, which is the point of the study: each argument that
+breaks cuDNN's criteria (see `lstmstudy.kernels.criteria`) sends Keras to its generic kernel without
+a word. Keras 3 does not warn; `observed_kernel()` reports what the traced graph really contains.
+
+- TensorFlow backend (the default): the step is a `tf.function`, traced once here, so every timed
+  call runs the same graph. On a machine where TensorFlow sees no GPU, `keras.cudnn_auto` runs the
+  generic `tf.while_loop` kernel, which `observed_kernel()` confirms from the graph's op types.
+- Torch backend (`KERAS_BACKEND=torch`): plain eager calls on torch tensors, as Keras runs them.
+
+Weights come in through `LSTMWeights` (PyTorch layout): Keras's `kernel` (I, 4H) is `w_ih.T`, its
+`recurrent_kernel` (H, 4H) is `w_hh.T` and its single `bias` is `b_ih + b_hh`; the gate order
+(i, f, c, o) is PyTorch's (i, f, g, o). Mixed precision uses Keras's per-layer dtype policies.
+Keras itself is imported on first use: TensorFlow takes seconds to import, and the registry should not.
+"""
+
+from __future__ import annotations
+
+import importlib.util
+from collections.abc import Callable
+from dataclasses import dataclass
+from functools import cache, partial
+
+import numpy as np
+import torch
+
+from lstmstudy.errors import Skip
+from lstmstudy.kernels import Built, KernelSpec, LSTMWeights, make_inputs, register
+from lstmstudy.shapes import LSTMShape
+from lstmstudy.timing import Sync, sync_for, tf_sync
+
+if importlib.util.find_spec("keras") is None:  # `kernels._load_all` then registers the torch kernels only
+    raise ImportError("keras is not installed")
+
+#: Keras dtype policy per precision: mixed policies keep float32 weights and compute in 16 bits.
+POLICIES = {"fp32": "float32", "fp16": "mixed_float16", "bf16": "mixed_bfloat16"}
+
+#: Op types that mark a kernel in a traced TensorFlow graph.
+_CUDNN_OP_PREFIX = "CudnnRNN"  # CudnnRNNV3 forward, CudnnRNNBackpropV3 backward
+_WHILE_OPS = {"While", "StatelessWhile"}
+
+
+@cache
+def _keras():
+    """Import Keras once; on TensorFlow, let GPU memory grow so torch kernels in the same process keep theirs."""
+    import keras
+
+    if keras.backend.backend() == "tensorflow":
+        import tensorflow as tf
+
+        for gpu in tf.config.list_physical_devices("GPU"):
+            try:
+                tf.config.experimental.set_memory_growth(gpu, True)
+            except RuntimeError:  # TensorFlow already initialised its GPUs: their setting stands
+                pass
+    return keras
+
+
+def unavailable(device: torch.device, precision: str) -> str | None:
+    """Why the Keras kernels cannot run on `device` with the installed backend, or None."""
+    if device.type not in ("cpu", "cuda"):
+        return f"Keras kernels run on 'cpu' or 'cuda', not {device.type!r}"
+    backend = _keras().backend.backend()
+    if backend not in ("tensorflow", "torch"):
+        return f"Keras backend {backend!r} is not supported here; set KERAS_BACKEND to tensorflow or torch"
+    if device.type == "cpu":
+        return None
+    if backend == "torch":
+        return None if torch.cuda.is_available() else "Keras runs on torch, and torch sees no GPU"
+    import tensorflow as tf
+
+    if not tf.test.is_built_with_cuda():
+        return "this TensorFlow build has no CUDA support"
+    gpus = tf.config.list_physical_devices("GPU")
+    index = device.index or 0
+    if index >= len(gpus):
+        return f"TensorFlow sees {len(gpus)} GPU(s), so it has no GPU {index} (are its CUDA libraries installed?)"
+    return None
+
+
+@dataclass
+class _Runner:
+    """The backend-specific half of a kernel: the timed step, its sync, an inference call, what ran."""
+
+    step: Callable[[], object]
+    sync: Sync | None
+    infer: Callable[[], object]
+    observed_kernel: Callable[[], str]
+
+
+def _build(name: str, layer_kwargs: dict[str, object], shape: LSTMShape, device: torch.device,
+           precision: str, phase: str, weights: LSTMWeights) -> Built:
+    """Build `shape.layers` stacked `keras.layers.LSTM(**layer_kwargs)` layers loaded with `weights`."""
+    if weights.shape != shape:
+        raise ValueError(f"weights are for {weights.shape}, not {shape}")
+    keras = _keras()
+    backend = keras.backend.backend()
+    device_name = _tf_device(device) if backend == "tensorflow" else str(device)
+    with keras.device(device_name):
+        model = _stack(keras, shape, POLICIES[precision], layer_kwargs)
+        cells = _cells(keras, model)
+        _load(cells, weights)
+    variables = [v for layer in cells for cell in layer for v in _cell_variables(cell)]
+    x, target = make_inputs(shape)
+    if backend == "tensorflow":
+        runner = _tensorflow_runner(model, variables, x, target, device, device_name, phase)
+    else:
+        runner = _torch_runner(keras, model, variables, x, target, device, phase)
+
+    def forward() -> np.ndarray:
+        return _numpy(keras, runner.step() if phase == "inference" else runner.infer())
+
+    def grads() -> list[list[dict[str, np.ndarray]]]:
+        return _canonical_grads(cells, [_numpy(keras, g) for g in runner.step()])
+
+    return Built(name=name, shape=shape, device=device, precision=precision, phase=phase, step=runner.step,
+                 sync=runner.sync, forward=forward, grads=grads if phase == "train" else None,
+                 observed_kernel=runner.observed_kernel)
+
+
+def _stack(keras, shape: LSTMShape, dtype: str, layer_kwargs: dict[str, object]):
+    """A Sequential of LSTM layers (each wrapped in Bidirectional when asked), output like nn.LSTM's."""
+    layers = [keras.Input(shape=(shape.timesteps, shape.features), batch_size=shape.batch)]
+    for _ in range(shape.layers):
+        lstm = keras.layers.LSTM(shape.hidden, return_sequences=True, dtype=dtype, **layer_kwargs)
+        if shape.bidirectional:
+            wrapper = keras.layers.Bidirectional(lstm, merge_mode="concat", dtype=dtype)
+            # Bidirectional rebuilds both directions from get_config(), which drops `implementation`
+            for direction in (wrapper.forward_layer, wrapper.backward_layer):
+                direction.cell.implementation = lstm.cell.implementation
+            lstm = wrapper
+        layers.append(lstm)
+    return keras.Sequential(layers)
+
+
+def _cells(keras, model) -> list[list[object]]:
+    """The LSTM cells as `[layer][direction]`, the layout of `LSTMWeights.layers`."""
+    return [[layer.forward_layer.cell, layer.backward_layer.cell]
+            if isinstance(layer, keras.layers.Bidirectional) else [layer.cell]
+            for layer in model.layers]
+
+
+def _cell_variables(cell) -> list[object]:
+    return [cell.kernel, cell.recurrent_kernel] + ([cell.bias] if cell.use_bias else [])
+
+
+def _load(cells: list[list[object]], weights: LSTMWeights) -> None:
+    """Copy PyTorch-layout weights into the cells (a cell without a bias ignores the biases)."""
+    for layer_cells, layer_weights in zip(cells, weights.layers, strict=True):
+        for cell, w in zip(layer_cells, layer_weights, strict=True):
+            cell.kernel.assign(w["w_ih"].T)
+            cell.recurrent_kernel.assign(w["w_hh"].T)
+            if cell.use_bias:
+                cell.bias.assign(w["b_ih"] + w["b_hh"])
+
+
+def _canonical_grads(cells: list[list[object]], flat: list[np.ndarray]) -> list[list[dict[str, np.ndarray]]]:
+    """Map gradients (in `_cell_variables` order) back to PyTorch's layout.
+
+    Keras has one bias where PyTorch has two that are always summed, so both PyTorch bias gradients
+    equal the Keras bias gradient. A cell without a bias has no bias gradients.
+    """
+    grads = iter(flat)
+    out = []
+    for layer_cells in cells:
+        row = []
+        for cell in layer_cells:
+            g = {"w_ih": next(grads).T, "w_hh": next(grads).T}
+            if cell.use_bias:
+                g["b_ih"] = next(grads)
+                g["b_hh"] = g["b_ih"].copy()
+            row.append(g)
+        out.append(row)
+    return out
+
+
+def _numpy(keras, tensor) -> np.ndarray:
+    return np.asarray(keras.ops.convert_to_numpy(keras.ops.cast(tensor, "float32")))
+
+
+def _tf_device(device: torch.device) -> str:
+    return "/CPU:0" if device.type == "cpu" else f"/GPU:{device.index or 0}"
+
+
+def _tensorflow_runner(model, variables: list[object], x: np.ndarray, target: np.ndarray,
+                       device: torch.device, device_name: str, phase: str) -> _Runner:
+    """A `tf.function` step, traced here; what it runs is read from the traced graph."""
+    import tensorflow as tf
+
+    with tf.device(device_name):
+        x_t, target_t = tf.constant(x), tf.constant(target)
+
+    def infer():
+        with tf.device(device_name):
+            return model(x_t, training=False)
+
+    def train():
+        with tf.device(device_name):
+            with tf.GradientTape() as tape:
+                y = tf.cast(model(x_t, training=True), tf.float32)
+                loss = tf.reduce_mean(tf.square(y - target_t))
+            return tape.gradient(loss, variables)  # returned, so the gradients cannot be pruned
+
+    step = tf.function(infer if phase == "inference" else train)
+    kernel = graph_kernel(step.get_concrete_function().graph)
+    if device.type == "cpu" and kernel == "cudnn":
+        raise Skip("TensorFlow sees a GPU, so Keras traces its cuDNN kernel and TensorFlow places it on the "
+                   "GPU: this kernel cannot be pinned to the CPU here (hide the GPU with CUDA_VISIBLE_DEVICES='')")
+    return _Runner(step=step, sync=tf_sync(), infer=infer, observed_kernel=lambda: kernel)
+
+
+def graph_kernel(graph) -> str:
+    """Which LSTM kernel a traced TensorFlow graph runs: 'cudnn', 'generic' (a while loop) or 'unrolled'.
+
+    Looks at every op, including those inside function bodies (while-loop bodies, gradients).
+    """
+    graph_def = graph.as_graph_def()
+    ops = {node.op for node in graph_def.node}
+    ops.update(node.op for function in graph_def.library.function for node in function.node_def)
+    if any(op.startswith(_CUDNN_OP_PREFIX) for op in ops):
+        return "cudnn"
+    return "generic" if ops & _WHILE_OPS else "unrolled"
+
+
+def _torch_runner(keras, model, variables: list[object], x: np.ndarray, target: np.ndarray,
+                  device: torch.device, phase: str) -> _Runner:
+    """Eager calls on torch tensors, the way Keras runs on its torch backend; what ran is profiled."""
+    x_t = torch.as_tensor(x, device=device)
+    target_t = torch.as_tensor(target, device=device)
+    params = [v.value for v in variables]
+
+    def infer():
+        with torch.no_grad(), keras.device(str(device)):
+            return model(x_t, training=False)
+
+    def train():
+        with keras.device(str(device)):
+            loss = torch.mean(torch.square(model(x_t, training=True).float() - target_t))
+            return torch.autograd.grad(loss, params)
+
+    step = infer if phase == "inference" else train
+    sync = sync_for(device)
+    return _Runner(step=step, sync=sync, infer=infer, observed_kernel=cache(partial(profiled_kernel, step, sync)))
+
+
+def profiled_kernel(step: Callable[[], object], sync: Sync | None = None) -> str:
+    """Which LSTM kernel one call of `step` runs on torch, from the aten ops the profiler records.
+
+    'cudnn' (aten::_cudnn_rnn), 'onednn' (aten::mkldnn_rnn_layer), 'aten' (torch's own fused loop,
+    aten::lstm without either) or 'generic' (no LSTM op: a Python loop of matmuls, as Keras's own).
+    """
+    from torch.profiler import ProfilerActivity, profile
+
+    with profile(activities=[ProfilerActivity.CPU]) as prof:
+        step()
+        if sync is not None:
+            sync()
+    names = {event.name for event in prof.events()}
+    if "aten::_cudnn_rnn" in names:
+        return "cudnn"
+    if "aten::mkldnn_rnn_layer" in names:
+        return "onednn"
+    return "aten" if "aten::lstm" in names else "generic"
+
+
+LAYER_KWARGS: dict[str, dict[str, object]] = {}
+
+
+def layer_kwargs(name: str) -> dict[str, object]:
+    """The `keras.layers.LSTM` arguments of a registered Keras kernel (to build the same layer elsewhere)."""
+    return dict(LAYER_KWARGS[name])
+
+
+def _keras_kernel(name: str, description: str, standard: bool = True, **layer_kwargs: object) -> KernelSpec:
+    """A registry row: `keras.layers.LSTM(**layer_kwargs)` stacked and built by `_build`."""
+    LAYER_KWARGS[name] = layer_kwargs
+    return KernelSpec(name=name, description=description, factory=partial(_build, name, layer_kwargs),
+                      standard=standard, unavailable=unavailable)
+
+
+register(_keras_kernel(
+    "keras.cudnn_auto",
+    "keras.layers.LSTM with its defaults (use_cudnn='auto'): cuDNN where the backend sees a GPU, else generic"))
+register(_keras_kernel(
+    "keras.generic",
+    "use_cudnn=False: Keras's generic kernel (implementation 2: one fused matmul per step) even on a GPU",
+    use_cudnn=False))
+register(_keras_kernel(
+    "keras.relu",
+    "activation='relu': not the standard LSTM, and not cuDNN-eligible, so Keras silently runs the generic kernel",
+    standard=False, activation="relu"))
+register(_keras_kernel(
+    "keras.recurrent_dropout",
+    "recurrent_dropout=0.2: blocks cuDNN even in inference, where it computes the standard LSTM; its train "
+    "step draws a fresh dropout mask on h(t-1) per gate and call, so its gradients are not the reference's",
+    recurrent_dropout=0.2, seed=0))
+register(_keras_kernel(
+    "keras.unroll",
+    "unroll=True: the time loop unrolled into the graph (no while loop), which cuDNN cannot run",
+    unroll=True))
+register(_keras_kernel(
+    "keras.no_bias",
+    "use_bias=False: blocks cuDNN; computes the LSTM without biases, so it matches the reference only when "
+    "the biases are zero (it ignores LSTMWeights' biases and has no bias gradients)",
+    standard=False, use_bias=False))
+register(_keras_kernel(
+    "keras.impl1",
+    "the paper's TF mode 1: implementation=1 (four smaller matmuls per step), generic kernel (use_cudnn=False)",
+    implementation=1, use_cudnn=False))
+register(_keras_kernel(
+    "keras.impl2",
+    "the paper's TF mode 2: implementation=2 (one fused matmul per step), generic kernel (use_cudnn=False); "
+    "the same configuration as keras.generic, named for the paper",
+    implementation=2, use_cudnn=False))

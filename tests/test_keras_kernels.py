@@ -1,0 +1,210 @@
+"""The Keras kernels compute the LSTM they claim to, with the weights they are given, and report what ran.
+
+The reference is torch's `nn.LSTM` in float64 loaded with the same `LSTMWeights`: the standard
+Keras kernels must match its outputs and training-step gradients to float32 accuracy; keras.relu
+must not (so a wrong weight mapping would be caught, not averaged away).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+import textwrap
+
+import numpy as np
+import pytest
+import torch
+from torch import nn
+
+keras = pytest.importorskip("keras")
+
+from lstmstudy import kernels, timing  # noqa: E402
+from lstmstudy.errors import Skip  # noqa: E402
+from lstmstudy.kernels import LSTMWeights, keras_kernels, make_inputs  # noqa: E402
+from lstmstudy.kernels.criteria import explain_cudnn  # noqa: E402
+from lstmstudy.shapes import LSTMShape  # noqa: E402
+
+SINGLE = LSTMShape(batch=2, timesteps=5, features=3, hidden=4)
+STACKED_BIDIRECTIONAL = LSTMShape(batch=2, timesteps=4, features=3, hidden=4, layers=2, bidirectional=True)
+KERAS = sorted(name for name in kernels.REGISTRY if name.startswith("keras."))
+STANDARD = [name for name in KERAS if kernels.REGISTRY[name].standard]
+FP32 = {"rtol": 1e-4, "atol": 2e-5}
+
+
+def reference(shape: LSTMShape, weights: LSTMWeights) -> tuple[np.ndarray, list[list[dict[str, np.ndarray]]]]:
+    """Output and MSE-loss gradients of nn.LSTM (float64) with these weights, on `make_inputs(shape)`."""
+    lstm = nn.LSTM(shape.features, shape.hidden, shape.layers, batch_first=True,
+                   bidirectional=shape.bidirectional).double()
+    suffixes = [[f"_l{layer}" + ("_reverse" if direction else "") for direction in range(shape.directions)]
+                for layer in range(shape.layers)]
+    with torch.no_grad():
+        for layer, directions in enumerate(weights.layers):
+            for direction, w in enumerate(directions):
+                for key, value in w.items():
+                    getattr(lstm, key.replace("w_", "weight_").replace("b_", "bias_") + suffixes[layer][direction]
+                            ).copy_(torch.from_numpy(value))
+    x, target = make_inputs(shape)
+    out, _ = lstm(torch.from_numpy(x).double())
+    torch.mean((out - torch.from_numpy(target).double()) ** 2).backward()
+    grads = [[{key: getattr(lstm, key.replace("w_", "weight_").replace("b_", "bias_") + suffix).grad.numpy()
+               for key in ("w_ih", "w_hh", "b_ih", "b_hh")} for suffix in row] for row in suffixes]
+    return out.detach().numpy(), grads
+
+
+def assert_grads_close(got, expected, **tolerance) -> None:
+    for layer, (got_row, expected_row) in enumerate(zip(got, expected, strict=True)):
+        for direction, (g, e) in enumerate(zip(got_row, expected_row, strict=True)):
+            for key in g:
+                np.testing.assert_allclose(g[key], e[key], err_msg=f"layer {layer} direction {direction} {key}",
+                                           **tolerance)
+
+
+@pytest.mark.parametrize("shape", [SINGLE, STACKED_BIDIRECTIONAL], ids=["single", "2-layer-bidirectional"])
+@pytest.mark.parametrize("name", STANDARD)
+def test_standard_kernels_match_the_reference_forward(name, shape):
+    weights = LSTMWeights.random(shape, seed=3)
+    expected, _ = reference(shape, weights)
+    np.testing.assert_allclose(kernels.build(name, shape, weights=weights).forward(), expected, **FP32)
+
+
+@pytest.mark.parametrize("name", [n for n in STANDARD if n != "keras.recurrent_dropout"])
+def test_standard_kernels_match_the_reference_gradients(name):
+    shape = STACKED_BIDIRECTIONAL
+    weights = LSTMWeights.random(shape, seed=4)
+    _, expected = reference(shape, weights)
+    k = kernels.build(name, shape, phase="train", weights=weights)
+    got = k.grads()
+    assert all(set(d) == {"w_ih", "w_hh", "b_ih", "b_hh"} for row in got for d in row)
+    assert_grads_close(got, expected, **FP32)
+
+
+def test_recurrent_dropout_drops_out_in_the_train_step_only():
+    """Its inference is the standard LSTM (checked above); its train step thins h(t-1), so gradients differ."""
+    weights = LSTMWeights.random(SINGLE, seed=5)
+    _, expected = reference(SINGLE, weights)
+    k = kernels.build("keras.recurrent_dropout", SINGLE, phase="train", weights=weights)
+    with pytest.raises(AssertionError):
+        assert_grads_close(k.grads(), expected, **FP32)
+
+
+def test_relu_is_not_the_standard_lstm():
+    weights = LSTMWeights.random(SINGLE, seed=6)
+    expected, _ = reference(SINGLE, weights)
+    assert not kernels.REGISTRY["keras.relu"].standard
+    assert not np.allclose(kernels.build("keras.relu", SINGLE, weights=weights).forward(), expected, **FP32)
+
+
+def test_no_bias_is_the_lstm_with_zero_biases():
+    weights = LSTMWeights.random(SINGLE, seed=7)
+    for w in weights.layers[0]:
+        w["b_ih"][:] = 0.0
+        w["b_hh"][:] = 0.0
+    expected, expected_grads = reference(SINGLE, weights)
+    np.testing.assert_allclose(kernels.build("keras.no_bias", SINGLE, weights=weights).forward(), expected, **FP32)
+    grads = kernels.build("keras.no_bias", SINGLE, phase="train", weights=weights).grads()
+    assert set(grads[0][0]) == {"w_ih", "w_hh"}  # no bias, no bias gradient
+    assert_grads_close(grads, expected_grads, **FP32)
+
+
+@pytest.mark.parametrize("precision", ["bf16", "fp16"])
+def test_mixed_precision_runs_close_to_the_reference(precision):
+    weights = LSTMWeights.random(SINGLE, seed=8)
+    expected, _ = reference(SINGLE, weights)
+    k = kernels.build("keras.cudnn_auto", SINGLE, precision=precision, weights=weights)
+    out = k.forward()
+    assert out.dtype == np.float32
+    np.testing.assert_allclose(out, expected, atol=5e-2 if precision == "bf16" else 5e-3)
+    assert not np.array_equal(out, kernels.build("keras.cudnn_auto", SINGLE, weights=weights).forward())
+
+
+def test_observed_kernels_on_this_cpu():
+    """Keras tries cuDNN for keras.cudnn_auto, but without a GPU its graph holds the generic while loop."""
+    observed = {name: kernels.build(name, SINGLE, phase="train").observed_kernel()
+                for name in ("keras.cudnn_auto", "keras.unroll", "keras.impl1")}
+    assert observed == {"keras.cudnn_auto": "generic", "keras.unroll": "unrolled", "keras.impl1": "generic"}
+
+
+def test_the_step_is_timed_with_a_real_tensorflow_sync():
+    k = kernels.build("keras.generic", SINGLE, phase="train")
+    m = timing.measure(k.step, sync=k.sync, warmup=1, min_samples=3, max_samples=3, min_time=0, max_time=5)
+    assert m.n == 3 and m.sync == "sync_devices"
+
+
+def test_unavailable_says_why_there_is_no_gpu():
+    reason = kernels.REGISTRY["keras.cudnn_auto"].unavailable(torch.device("cuda"), "fp32")
+    if not torch.cuda.is_available():  # neither framework can see a GPU here
+        assert reason is not None and ("GPU" in reason or "CUDA" in reason)
+    assert kernels.REGISTRY["keras.cudnn_auto"].unavailable(torch.device("cpu"), "bf16") is None
+
+
+def test_explains_the_blog_posts_model():
+    """LSTM(64, LeakyReLU) -> Dropout -> LSTM(32) -> Dense: the activation blocks the first layer only."""
+    model = keras.Sequential([
+        keras.Input((10, 3)),
+        keras.layers.LSTM(64, activation=keras.layers.LeakyReLU(0.05), return_sequences=True),
+        keras.layers.Dropout(0.2),
+        keras.layers.LSTM(32),
+        keras.layers.Dense(1),
+    ])
+    first, second = explain_cudnn(model)
+    assert first.codes == ("activation", "no_gpu") and "LeakyReLU" in first.reasons[0].message
+    assert second.codes == ("no_gpu",) and second.eligible_ignoring_device
+    on_gpu = explain_cudnn(model, device="cuda")
+    assert [e.kernel for e in on_gpu] == ["generic", "cudnn"]
+    relu = keras.Sequential([keras.Input((10, 3)), keras.layers.LSTM(64, activation="relu")])
+    assert "activation is 'relu'; cuDNN only implements tanh" in explain_cudnn(relu)[0].reasons[0].message
+
+
+def test_keras_on_torch_matches_the_reference():
+    """The torch-backend path (a GPU machine without TensorFlow would take it), in a fresh process."""
+    script = textwrap.dedent("""
+        import json
+        import numpy as np
+        from lstmstudy.kernels import LSTMWeights, build, keras_kernels
+        from lstmstudy.shapes import LSTMShape
+        shape = LSTMShape(batch=2, timesteps=4, features=3, hidden=4, layers=2, bidirectional=True)
+        weights = LSTMWeights.random(shape, seed=9)
+        out = {}
+        for name in ("keras.cudnn_auto", "keras.impl1"):
+            inference = build(name, shape, weights=weights)
+            train = build(name, shape, phase="train", weights=weights)
+            out[name] = {"forward": inference.forward().tolist(), "grads": [[{k: v.tolist() for k, v in d.items()}
+                         for d in row] for row in train.grads()], "observed": train.observed_kernel(),
+                         "backend": __import__("keras").backend.backend()}
+        print("RESULT" + json.dumps(out))
+    """)
+    env = {**os.environ, "KERAS_BACKEND": "torch"}
+    done = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, env=env, timeout=300)
+    assert done.returncode == 0, done.stderr[-3000:]
+    result = json.loads(done.stdout.split("RESULT", 1)[1])
+    weights = LSTMWeights.random(STACKED_BIDIRECTIONAL, seed=9)
+    expected, expected_grads = reference(STACKED_BIDIRECTIONAL, weights)
+    for name, got in result.items():
+        assert got["backend"] == "torch" and got["observed"] == "generic"
+        np.testing.assert_allclose(np.array(got["forward"]), expected, **FP32, err_msg=name)
+        assert_grads_close([[{k: np.array(v) for k, v in d.items()} for d in row] for row in got["grads"]],
+                           expected_grads, **FP32)
+
+
+@pytest.mark.gpu
+def test_cudnn_auto_runs_cudnn_on_the_gpu_and_agrees():
+    weights = LSTMWeights.random(STACKED_BIDIRECTIONAL, seed=10)
+    expected, expected_grads = reference(STACKED_BIDIRECTIONAL, weights)
+    try:
+        k = kernels.build("keras.cudnn_auto", STACKED_BIDIRECTIONAL, device="cuda", phase="train", weights=weights)
+    except Skip as skip:  # e.g. TensorFlow without its CUDA libraries, on a machine where torch sees the GPU
+        pytest.skip(str(skip))
+    assert k.observed_kernel() == "cudnn"
+    assert_grads_close(k.grads(), expected_grads, rtol=1e-3, atol=1e-4)
+    generic = kernels.build("keras.generic", STACKED_BIDIRECTIONAL, device="cuda", weights=weights)
+    assert generic.observed_kernel() == "generic"
+    np.testing.assert_allclose(generic.forward(), expected, rtol=1e-3, atol=1e-4)
+
+
+def test_keras_kernels_are_registered_with_their_contract():
+    assert set(KERAS) == {"keras.cudnn_auto", "keras.generic", "keras.relu", "keras.recurrent_dropout",
+                          "keras.unroll", "keras.no_bias", "keras.impl1", "keras.impl2"}
+    assert set(STANDARD) == set(KERAS) - {"keras.relu", "keras.no_bias"}
+    assert keras_kernels.POLICIES["bf16"] == "mixed_bfloat16"
