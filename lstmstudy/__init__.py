@@ -4,4 +4,10 @@ Helpers meant for your own notebooks: `lstmstudy.timing.measure`, `lstmstudy.ker
 `lstmstudy.kernels.criteria.explain_cudnn`, `lstmstudy.nvml.GpuMonitor`, `lstmstudy.hardware.fingerprint`.
 """
 
+import os
+
+# TensorFlow's C++ start-up logging (CUDA probing, CPU feature notes) would fill every notebook page;
+# errors still show. Set before anything imports TensorFlow; a value the user set wins.
+os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
+
 __version__ = "0.1.0"

@@ -122,7 +122,11 @@ def register(spec: KernelSpec) -> KernelSpec:
 
 
 def _load_all() -> None:
-    """Import the framework modules, which register their kernels (Keras only when it is installed)."""
+    """Import the framework modules, which register their kernels (Keras only when it is installed).
+
+    Cheap after the first call (Python caches imports); called on every lookup, because importing one
+    framework module directly (as the explainer does) must not hide the other's rows.
+    """
     from lstmstudy.kernels import torch_kernels  # noqa: F401
 
     try:
@@ -132,8 +136,7 @@ def _load_all() -> None:
 
 
 def spec(name: str) -> KernelSpec:
-    if not REGISTRY:
-        _load_all()
+    _load_all()
     try:
         return REGISTRY[name]
     except KeyError:
@@ -141,8 +144,7 @@ def spec(name: str) -> KernelSpec:
 
 
 def names() -> list[str]:
-    if not REGISTRY:
-        _load_all()
+    _load_all()
     return sorted(REGISTRY)
 
 

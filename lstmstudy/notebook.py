@@ -1,0 +1,97 @@
+"""Helpers that keep the claim notebooks thin: parameter checks, the GPU note, glue of verdicts.
+
+A parameter of the wrong type or value fails in the notebook's first cells with a message naming it,
+before anything is measured or stored.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from pathlib import Path
+
+import pandas as pd
+
+from lstmstudy import hardware
+from lstmstudy.claims import Outcome, Verdict
+from lstmstudy.errors import ParameterError
+
+
+def check_bool(**values: object) -> None:
+    for name, value in values.items():
+        if not isinstance(value, bool):
+            raise ParameterError(f"parameter {name!r} must be True or False, got {value!r}")
+
+
+def check_positive_ints(**values: object) -> None:
+    """Each value is a non-empty list of positive integers (a grid axis)."""
+    for name, value in values.items():
+        if (not isinstance(value, (list, tuple)) or not value
+                or any(isinstance(v, bool) or not isinstance(v, int) or v <= 0 for v in value)):
+            raise ParameterError(f"parameter {name!r} must be a non-empty list of positive integers, got {value!r}")
+
+
+def check_positive_number(**values: object) -> None:
+    for name, value in values.items():
+        if isinstance(value, bool) or not isinstance(value, (int, float)) or not value > 0:
+            raise ParameterError(f"parameter {name!r} must be a positive number, got {value!r}")
+
+
+def check_choices(name: str, value: Sequence[str], allowed: Sequence[str]) -> None:
+    if not isinstance(value, (list, tuple)) or not value or any(v not in allowed for v in value):
+        raise ParameterError(f"parameter {name!r} must be a non-empty list drawn from {list(allowed)}, got {value!r}")
+
+
+def check_common(*, device: object, measure: object, quick: object, min_time: object,
+                 results_dir: object) -> Path | None:
+    """Check the parameters every claim notebook has; return the results root (None: the default)."""
+    check_bool(measure=measure, quick=quick)
+    check_positive_number(min_time=min_time)
+    if not isinstance(device, str):
+        raise ParameterError(f"parameter 'device' must be a string such as 'auto', 'cpu' or 'cuda', got {device!r}")
+    if measure:
+        try:
+            hardware.resolve_device(device)
+        except Exception as exc:
+            raise ParameterError(f"parameter 'device': {exc}") from None
+    if results_dir is not None and not isinstance(results_dir, str):
+        raise ParameterError(f"parameter 'results_dir' must be a path string or None, got {results_dir!r}")
+    return Path(results_dir) if results_dir else None
+
+
+def hardware_sets(results: pd.DataFrame) -> pd.DataFrame:
+    """Which hardware sets are stored, with how many configurations each."""
+    if results.empty:
+        return pd.DataFrame(columns=["hardware_id", "device_kind", "configurations"])
+    return (results.groupby(["hardware_id", "device_kind"]).size().rename("configurations").reset_index())
+
+
+def gpu_note(results: pd.DataFrame, claim: str, what: str = "The GPU side of this claim") -> str:
+    """Markdown saying honestly whether a GPU result set is stored, and how to add one."""
+    gpus = sorted(results.loc[results.device_kind == "cuda", "hardware_id"].unique()) if not results.empty else []
+    if gpus:
+        return f"GPU result sets stored for this page: {', '.join(f'`{g}`' for g in gpus)}."
+    return (f"**{what} was not measured: no GPU result set is stored yet.** The figures below come from "
+            f"CPU hardware only. On a machine with an NVIDIA GPU, add one with "
+            f"`lstmstudy reproduce --device cuda --claims {claim}`; the page then compares it with every "
+            f"other stored set.")
+
+
+def verdict_table(verdicts: Sequence[Verdict]) -> pd.DataFrame:
+    """The verdicts as the page shows them."""
+    return pd.DataFrame([{"hardware": v.hardware_id, "statement": v.statement, "seed": v.seed_figure,
+                          "ours": v.ours_text, "verdict": v.outcome.value, "rule": v.rule} for v in verdicts])
+
+
+def glue_verdicts(prefix: str, verdicts: Sequence[Verdict]) -> None:
+    """Glue, per device kind (`cpu`, `cuda`), the first stored set's figure and outcome into the prose.
+
+    Keys: `{prefix}_{kind}_ours`, `{prefix}_{kind}_verdict`, `{prefix}_{kind}_hardware`; a kind with no
+    stored set gets "not measured on this hardware".
+    """
+    from myst_nb import glue
+
+    for kind in ("cpu", "cuda"):
+        found = next((v for v in verdicts if v.hardware_id.startswith(kind + "-") and v.outcome != Outcome.NOT_MEASURED), None)
+        glue(f"{prefix}_{kind}_ours", found.ours_text if found else "not measured", display=False)
+        glue(f"{prefix}_{kind}_verdict", found.outcome.value if found else Outcome.NOT_MEASURED.value, display=False)
+        glue(f"{prefix}_{kind}_hardware", found.hardware_id if found else "no stored set", display=False)
