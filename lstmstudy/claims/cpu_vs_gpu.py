@@ -1,0 +1,525 @@
+"""Claim 2: a CPU trains an LSTM faster than a GPU at small batch sizes; the GPU wins only at large ones.
+
+Seed (000, the blog post): "CPU on small batch sizes perform better than GPUs, which only achieve
+superior performance as batch size increases dramatically", for the post's Keras LSTM autoencoder; and
+Max Woolf's CPU-vs-GPU benchmark of Keras's Bidirectional LSTM IMDb example, quoted in the same post,
+"showed the same".
+
+Two training workloads on synthetic data of the seeds' shapes, each in Keras and in PyTorch:
+
+- `autoencoder`: the blog's model, `LSTM(64, activation=ReLU(negative_slope=0.05), return_sequences)
+  -> Dropout(0.2) -> LSTM(32) -> Dropout(0.2) -> Dense(features)`, MSE, Adam(1e-3). The post gives neither
+  its timesteps nor its features: we assume 32 and 16. PyTorch's `nn.LSTM` cannot take a LeakyReLU cell
+  activation, so the PyTorch twin uses the standard tanh cell (and therefore gets cuDNN on a GPU and
+  oneDNN on a CPU, which the Keras model, with its ReLU, never gets).
+- `bilstm_imdb`: Keras's `imdb_bidirectional_lstm.py` example that Woolf timed: `Embedding(20000, 128)
+  -> Bidirectional(LSTM(64)) -> Dropout(0.5) -> Dense(1, sigmoid)`, binary cross-entropy, Adam, on
+  sequences of 100 tokens (the example's `maxlen`).
+
+What is timed is one training step (forward, backward, optimizer update): Keras's `train_on_batch`, a
+PyTorch Adam step. The epoch time is then (dataset size / batch size) x the median step time: the per-step
+cost extrapolated to an epoch of `dataset_size` sequences (25,000: IMDb's training set), not a timed
+`fit`. The GPU/CPU comparison at one batch size does not depend on the dataset size at all (the number
+of steps cancels), so neither does the crossover.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Sequence
+from functools import partial
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+import torch
+
+from lstmstudy import hardware, sweep
+from lstmstudy.claims import Outcome, Verdict, bootstrap_median, bootstrap_ratio, timing_options
+from lstmstudy.errors import Skip
+from lstmstudy.shapes import LSTMShape
+
+NAME = "cpu_vs_gpu_batch"
+NUMBER = "02"
+STATEMENT = "A CPU trains an LSTM faster than a GPU at small batch sizes; the GPU wins only at large ones"
+SEED_FIGURE = ("CPU faster at small batch sizes, GPU only as the batch grows 'dramatically' (blog's Keras "
+               "LSTM autoencoder; Max Woolf's Keras Bidirectional LSTM on IMDb)")
+RULE = ("per pair of a CPU set and a GPU set, for each workload and framework measured on both: reproduced if "
+        "the CPU's epoch time is lower at the smallest common batch size and the GPU's at the largest (a "
+        "crossover inside the grid); partly if only one of the two holds; not reproduced if the GPU is faster "
+        "at every batch size, or if neither holds. 'Faster' means the bootstrap 95% interval of the GPU/CPU "
+        "ratio of median step times excludes 1. The pair is reproduced (not reproduced) if every workload and "
+        "framework is, partly otherwise. A CPU set alone is not measured: the claim needs a GPU set beside it")
+
+#: The four timed models: kernel name -> (workload, framework).
+KERNELS: dict[str, tuple[str, str]] = {
+    "keras.autoencoder": ("autoencoder", "keras"),
+    "torch.autoencoder": ("autoencoder", "torch"),
+    "keras.bilstm_imdb": ("bilstm_imdb", "keras"),
+    "torch.bilstm_imdb": ("bilstm_imdb", "torch"),
+}
+WORKLOADS = ("autoencoder", "bilstm_imdb")
+FRAMEWORKS = ("keras", "torch")
+#: The blog's autoencoder: layer sizes and dropout (timesteps and features are parameters; see above).
+AUTOENCODER = {"hidden": 64, "hidden2": 32, "dropout": 0.2, "negative_slope": 0.05}
+#: Keras's imdb_bidirectional_lstm.py: vocabulary, embedding width, LSTM units per direction, dropout.
+BILSTM = {"vocab": 20000, "embed": 128, "hidden": 64, "dropout": 0.5}
+LEARNING_RATE = 1e-3
+
+
+def _num(value: float) -> str:
+    """A measured figure for prose: three significant digits, never in exponent notation."""
+    return f"{value:,.0f}" if abs(value) >= 100 else f"{value:.3g}"
+
+
+def _label(kernel: str) -> str:
+    workload, framework = KERNELS[kernel]
+    return f"{framework} {workload}"
+
+
+# --- the grid -------------------------------------------------------------------------------------
+
+def point(kernel: str, batch: int, *, timesteps: int, features: int, seq_len: int) -> sweep.Point:
+    """One training-step configuration of `kernel` at `batch`."""
+    workload, _ = KERNELS[kernel]
+    if workload == "autoencoder":
+        shape = LSTMShape(batch=batch, timesteps=timesteps, features=features, hidden=AUTOENCODER["hidden"], layers=2)
+        config = {"workload": workload, "hidden2": AUTOENCODER["hidden2"]}
+    else:
+        shape = LSTMShape(batch=batch, timesteps=seq_len, features=BILSTM["embed"], hidden=BILSTM["hidden"],
+                          bidirectional=True)
+        config = {"workload": workload, "vocab": BILSTM["vocab"]}
+    return sweep.Point(kernel, shape, phase="train", config=config)
+
+
+def grid(*, quick: bool, batches: Sequence[int], workloads: Sequence[str], frameworks: Sequence[str],
+         timesteps: int, features: int, seq_len: int) -> list[sweep.Point]:
+    """Every chosen workload x framework at every batch size (quick: the first two, shorter sequences)."""
+    if quick:
+        batches, timesteps, seq_len = list(batches)[:2], min(timesteps, 8), min(seq_len, 16)
+    return [point(kernel, b, timesteps=timesteps, features=features, seq_len=seq_len)
+            for kernel, (workload, framework) in KERNELS.items()
+            if workload in workloads and framework in frameworks for b in batches]
+
+
+def measure(points: list[sweep.Point], *, device: str, min_time: float, quick: bool = False, also_cpu: bool = True,
+            root: Path | None = None) -> list[sweep.SweepReport]:
+    """Time the training step of every point not yet stored for this hardware; with `also_cpu`, a GPU run
+    measures this machine's CPU too, so that one run stores a CPU-GPU pair."""
+    options = timing_options(min_time, quick)
+    if not quick:  # the largest batches take up to a second a step on a small CPU: a few samples suffice
+        options.update(warmup=2, min_samples=5)
+    devices = [device]
+    if also_cpu and hardware.resolve_device(device).type == "cuda":
+        devices.append("cpu")
+    return [sweep.run(NAME, points, partial(measure_point, **options), device=d, root=root) for d in devices]
+
+
+def _flops(point: sweep.Point) -> float:
+    """Training FLOPs of the LSTM layers (3x forward), the autoencoder's second, narrower layer included."""
+    s = point.shape
+    if point.config.get("workload") == "autoencoder":
+        first = LSTMShape(batch=s.batch, timesteps=s.timesteps, features=s.features, hidden=s.hidden)
+        second = LSTMShape(batch=s.batch, timesteps=s.timesteps, features=s.hidden, hidden=int(point.config["hidden2"]))
+        return first.flops("train") + second.flops("train")
+    return s.flops("train")
+
+
+# --- measuring one point --------------------------------------------------------------------------
+
+def _data(point: sweep.Point, seed: int = 0) -> tuple[np.ndarray, np.ndarray]:
+    """A synthetic batch of the workload's shapes: noise for the autoencoder, random tokens and labels for IMDb."""
+    rng = np.random.default_rng(seed)
+    s = point.shape
+    if point.config["workload"] == "autoencoder":
+        x = rng.standard_normal((s.batch, s.timesteps, s.features)).astype("float32")
+        y = rng.standard_normal((s.batch, s.features)).astype("float32")
+    else:
+        x = rng.integers(0, int(point.config["vocab"]), size=(s.batch, s.timesteps)).astype("int32")
+        y = rng.integers(0, 2, size=(s.batch, 1)).astype("float32")
+    return x, y
+
+
+def keras_model(point: sweep.Point, cpu: bool = False):
+    """The Keras model of `point`'s workload, compiled as its source compiles it (no metrics).
+
+    `cpu`: the model will run on the CPU, so no layer may pick cuDNN (`use_cudnn=False`). On a machine
+    without a GPU that is what 'auto' picks anyway; on a GPU machine it keeps TensorFlow from tracing a
+    cuDNN op and quietly placing it on the GPU during a CPU measurement.
+    """
+    from lstmstudy.kernels.keras_kernels import _keras
+
+    keras = _keras()
+    s = point.shape
+    lstm = partial(keras.layers.LSTM, use_cudnn=False) if cpu else keras.layers.LSTM
+    if point.config["workload"] == "autoencoder":
+        model = keras.Sequential([
+            keras.Input(shape=(s.timesteps, s.features), batch_size=s.batch),
+            lstm(s.hidden, activation=keras.layers.ReLU(negative_slope=AUTOENCODER["negative_slope"]),
+                 return_sequences=True),
+            keras.layers.Dropout(AUTOENCODER["dropout"]),
+            lstm(int(point.config["hidden2"])),
+            keras.layers.Dropout(AUTOENCODER["dropout"]),
+            keras.layers.Dense(s.features),
+        ])
+        model.compile(loss="mean_squared_error", optimizer=keras.optimizers.Adam(learning_rate=LEARNING_RATE))
+    else:
+        model = keras.Sequential([
+            keras.Input(shape=(s.timesteps,), batch_size=s.batch, dtype="int32"),
+            keras.layers.Embedding(int(point.config["vocab"]), s.features),
+            keras.layers.Bidirectional(lstm(s.hidden)),
+            keras.layers.Dropout(BILSTM["dropout"]),
+            keras.layers.Dense(1, activation="sigmoid"),
+        ])
+        model.compile(loss="binary_crossentropy", optimizer=keras.optimizers.Adam(learning_rate=LEARNING_RATE))
+    return model
+
+
+def _measure_keras(point: sweep.Point, device: torch.device, **timing_kwargs) -> sweep.Outcome:
+    """`train_on_batch` (what `fit` runs per step), on the device Keras's backend is pinned to."""
+    from lstmstudy.kernels.criteria import explain_cudnn
+    from lstmstudy.kernels.keras_kernels import _keras, unavailable
+    from lstmstudy.timing import measure as time_call
+    from lstmstudy.timing import sync_for, tf_sync
+
+    if reason := unavailable(device, "fp32"):
+        raise Skip(f"{point.kernel} on {device.type}: {reason}")
+    keras = _keras()
+    tf_backend = keras.backend.backend() == "tensorflow"
+    x, y = _data(point)
+    name = (("/GPU:%d" % (device.index or 0)) if device.type == "cuda" else "/CPU:0") if tf_backend else str(device)
+    with keras.device(name):
+        model = keras_model(point, cpu=device.type == "cpu")
+        m = time_call(lambda: model.train_on_batch(x, y), sync=tf_sync() if tf_backend else sync_for(device),
+                      **timing_kwargs)
+    report = explain_cudnn(model, device="auto")
+    return sweep.Outcome(measurement=m, flops=_flops(point),
+                         observed_kernel=json.dumps({"lstm_kernel": ",".join(e.kernel for e in report)}))
+
+
+class TorchAutoencoder(torch.nn.Module):
+    """The blog's autoencoder with PyTorch's standard (tanh) LSTM cell: nn.LSTM takes no other activation."""
+
+    def __init__(self, features: int, hidden: int, hidden2: int, dropout: float) -> None:
+        super().__init__()
+        self.lstm1 = torch.nn.LSTM(features, hidden, batch_first=True)
+        self.lstm2 = torch.nn.LSTM(hidden, hidden2, batch_first=True)
+        self.dropout = torch.nn.Dropout(dropout)
+        self.dense = torch.nn.Linear(hidden2, features)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        seq, _ = self.lstm1(x)
+        _, (h, _) = self.lstm2(self.dropout(seq))
+        return self.dense(self.dropout(h[-1]))
+
+
+class TorchBiLSTM(torch.nn.Module):
+    """Keras's IMDb example in PyTorch: the last states of both directions, concatenated, to one logit."""
+
+    def __init__(self, vocab: int, embed: int, hidden: int, dropout: float) -> None:
+        super().__init__()
+        self.embedding = torch.nn.Embedding(vocab, embed)
+        self.lstm = torch.nn.LSTM(embed, hidden, batch_first=True, bidirectional=True)
+        self.dropout = torch.nn.Dropout(dropout)
+        self.dense = torch.nn.Linear(2 * hidden, 1)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        _, (h, _) = self.lstm(self.embedding(x))
+        return self.dense(self.dropout(torch.cat([h[0], h[1]], dim=1)))  # a logit; the loss applies the sigmoid
+
+
+def torch_step(point: sweep.Point, device: torch.device):
+    """The model of `point`'s workload on `device` and a closure running one Adam training step."""
+    torch.manual_seed(0)
+    s = point.shape
+    x_np, y_np = _data(point)
+    if point.config["workload"] == "autoencoder":
+        model = TorchAutoencoder(s.features, s.hidden, int(point.config["hidden2"]), AUTOENCODER["dropout"])
+        loss_fn, x = torch.nn.MSELoss(), torch.as_tensor(x_np, device=device)
+    else:
+        model = TorchBiLSTM(int(point.config["vocab"]), s.features, s.hidden, BILSTM["dropout"])
+        loss_fn, x = torch.nn.BCEWithLogitsLoss(), torch.as_tensor(x_np.astype("int64"), device=device)
+    model = model.to(device).train()
+    y = torch.as_tensor(y_np, device=device)
+    optimizer = torch.optim.Adam(model.parameters(), lr=LEARNING_RATE)
+
+    def step() -> None:
+        optimizer.zero_grad(set_to_none=True)
+        loss_fn(model(x), y).backward()
+        optimizer.step()
+
+    return model, step
+
+
+def count_ops(step, device: torch.device) -> dict[str, object]:
+    """Profile one call of `step`: aten ops dispatched (nested ones included), GPU kernels, the LSTM kernel."""
+    from torch.autograd import DeviceType
+    from torch.profiler import ProfilerActivity, profile
+
+    from lstmstudy.kernels.torch_kernels import _classify
+
+    activities = [ProfilerActivity.CPU] + ([ProfilerActivity.CUDA] if device.type == "cuda" else [])
+    with profile(activities=activities) as prof:
+        step()
+        if device.type == "cuda":
+            torch.cuda.synchronize(device)
+    events = prof.events()
+    cpu_ops = [e.name for e in events if e.device_type == DeviceType.CPU]
+    kernels = [e.name for e in events if e.device_type == DeviceType.CUDA
+               and not e.name.startswith(("Memcpy", "Memset"))]  # copies and fills are not launched kernels
+    return {"lstm_kernel": _classify(set(cpu_ops), kernels, device),
+            "aten_ops": sum(name.startswith("aten::") for name in cpu_ops),
+            "gpu_kernels": len(kernels) if device.type == "cuda" else None}
+
+
+def _measure_torch(point: sweep.Point, device: torch.device, **timing_kwargs) -> sweep.Outcome:
+    from lstmstudy.kernels.torch_kernels import _backend
+    from lstmstudy.timing import measure as time_call
+    from lstmstudy.timing import sync_for
+
+    with _backend(device, vendor=None):  # on a GPU: IEEE fp32 in cuDNN and cuBLAS, as every torch kernel here
+        _, step = torch_step(point, device)
+        m = time_call(step, sync=sync_for(device), **timing_kwargs)
+        ops = count_ops(step, device)
+    return sweep.Outcome(measurement=m, flops=_flops(point), observed_kernel=json.dumps(ops))
+
+
+def measure_point(point: sweep.Point, device: torch.device, **timing_kwargs) -> sweep.Outcome:
+    """The `measure_point` of `sweep.run`: one workload's training step on `device`."""
+    if point.kernel not in KERNELS:
+        raise ValueError(f"unknown kernel {point.kernel!r} for claim {NAME}; expected one of {sorted(KERNELS)}")
+    framework = KERNELS[point.kernel][1]
+    return (_measure_keras if framework == "keras" else _measure_torch)(point, device, **timing_kwargs)
+
+
+# --- epoch times and the comparison ---------------------------------------------------------------
+
+def _ok(results: pd.DataFrame) -> pd.DataFrame:
+    if results.empty:
+        return results
+    ok = results[(results.status == "ok") & results.kernel.isin(KERNELS)].copy()
+    ok["workload"] = ok.kernel.map(lambda k: KERNELS[k][0])
+    ok["framework"] = ok.kernel.map(lambda k: KERNELS[k][1])
+    return ok
+
+
+EPOCH_COLUMNS = ["hardware_id", "device_kind", "workload", "framework", "kernel", "batch", "timesteps",
+                 "steps", "step_ms", "epoch_s", "epoch_lo_s", "epoch_hi_s", "samples_per_s"]
+
+
+def epoch_times(results: pd.DataFrame, dataset_size: int) -> pd.DataFrame:
+    """Per hardware set, model and batch: epoch time = (dataset_size / batch) x median step time, with the
+    step time's bootstrap 95% interval scaled the same way."""
+    ok = _ok(results)
+    rows = []
+    for _, row in ok.iterrows():
+        steps = dataset_size / int(row.batch)
+        median, lo, hi = bootstrap_median(row.samples)
+        rows.append({"hardware_id": row.hardware_id, "device_kind": row.device_kind, "workload": row.workload,
+                     "framework": row.framework, "kernel": row.kernel, "batch": int(row.batch),
+                     "timesteps": int(row.timesteps), "steps": steps, "step_ms": median * 1e3,
+                     "epoch_s": median * steps, "epoch_lo_s": lo * steps, "epoch_hi_s": hi * steps,
+                     "samples_per_s": int(row.batch) / median})
+    return pd.DataFrame(rows, columns=EPOCH_COLUMNS).sort_values(["hardware_id", "kernel", "batch"], ignore_index=True)
+
+
+def pairs(results: pd.DataFrame) -> list[tuple[str, str]]:
+    """Every (CPU set, GPU set) pair stored."""
+    if results.empty:
+        return []
+    kinds = results.groupby("hardware_id").device_kind.first()
+    cpus = sorted(kinds[kinds == "cpu"].index)
+    gpus = sorted(kinds[kinds == "cuda"].index)
+    return [(c, g) for c in cpus for g in gpus]
+
+
+COMPARE_COLUMNS = ["cpu", "gpu", "pair", "workload", "framework", "kernel", "batch", "ratio", "ratio_lo",
+                   "ratio_hi", "faster"]
+
+
+def comparisons(results: pd.DataFrame) -> pd.DataFrame:
+    """For every pair, model and batch size measured on both sides: the GPU/CPU ratio of median step times
+    (= of epoch times) with its bootstrap 95% interval, and which side is faster ('tie' if it includes 1)."""
+    ok = _ok(results)
+    rows = []
+    for cpu, gpu in pairs(results):
+        c = ok[ok.hardware_id == cpu].set_index(["kernel", "batch"])
+        g = ok[ok.hardware_id == gpu].set_index(["kernel", "batch"])
+        for key in sorted(set(c.index) & set(g.index)):
+            ratio, lo, hi = bootstrap_ratio(g.loc[[key]].iloc[-1].samples, c.loc[[key]].iloc[-1].samples)
+            faster = "gpu" if hi < 1 else "cpu" if lo > 1 else "tie"
+            rows.append({"cpu": cpu, "gpu": gpu, "pair": f"{gpu} vs {cpu}", "workload": KERNELS[key[0]][0],
+                         "framework": KERNELS[key[0]][1], "kernel": key[0], "batch": int(key[1]), "ratio": ratio,
+                         "ratio_lo": lo, "ratio_hi": hi, "faster": faster})
+    return pd.DataFrame(rows, columns=COMPARE_COLUMNS)
+
+
+def _outcome(part: pd.DataFrame) -> Outcome:
+    """The rule for one model on one pair (rows sorted by batch)."""
+    cpu_small = part.faster.iloc[0] == "cpu"
+    gpu_large = part.faster.iloc[-1] == "gpu"
+    if cpu_small and gpu_large:
+        return Outcome.REPRODUCED
+    if (part.ratio < 1).all() or not (cpu_small or gpu_large):
+        return Outcome.NOT_REPRODUCED
+    return Outcome.PARTLY
+
+
+CROSSOVER_COLUMNS = ["cpu", "gpu", "pair", "workload", "framework", "kernel", "smallest", "largest",
+                     "ratio_smallest", "ratio_largest", "crossover", "cpu_clearly_up_to", "gpu_clearly_from",
+                     "undecided", "outcome"]
+
+
+def crossovers(results: pd.DataFrame) -> pd.DataFrame:
+    """Per pair and model: the smallest batch at which the GPU's epoch time beats the CPU's (`crossover`), its
+    uncertainty (the largest batch where the CPU is clearly faster and the smallest where the GPU is, with the
+    batch sizes between whose interval includes 1), and the rule's outcome."""
+    table = comparisons(results)
+    rows = []
+    for (cpu, gpu, kernel), part in table.groupby(["cpu", "gpu", "kernel"], sort=True):
+        part = part.sort_values("batch")
+        gpu_wins = part[part.ratio < 1].batch
+        cpu_clear = part[part.faster == "cpu"].batch
+        gpu_clear = part[part.faster == "gpu"].batch
+        rows.append({"cpu": cpu, "gpu": gpu, "pair": f"{gpu} vs {cpu}", "workload": KERNELS[kernel][0],
+                     "framework": KERNELS[kernel][1], "kernel": kernel, "smallest": int(part.batch.iloc[0]),
+                     "largest": int(part.batch.iloc[-1]), "ratio_smallest": float(part.ratio.iloc[0]),
+                     "ratio_largest": float(part.ratio.iloc[-1]),
+                     "crossover": int(gpu_wins.iloc[0]) if len(gpu_wins) else None,
+                     "cpu_clearly_up_to": int(cpu_clear.max()) if len(cpu_clear) else None,
+                     "gpu_clearly_from": int(gpu_clear.min()) if len(gpu_clear) else None,
+                     "undecided": [int(b) for b in part[part.faster == "tie"].batch],
+                     "outcome": _outcome(part).value})
+    out = pd.DataFrame(rows, columns=CROSSOVER_COLUMNS)
+    for column in ("crossover", "cpu_clearly_up_to", "gpu_clearly_from"):
+        out[column] = out[column].astype("Int64")
+    return out
+
+
+def _crossover_text(row: pd.Series) -> str:
+    head = (f"{row.framework} {row.workload}: GPU/CPU {_num(row.ratio_smallest)}x at batch {row.smallest}, "
+            f"{_num(row.ratio_largest)}x at {row.largest}")
+    if pd.isna(row.crossover):
+        return head + "; no crossover in the grid"
+    if int(row.crossover) == row.smallest:
+        return head + "; GPU ahead from the smallest batch"
+    cpu = ("the CPU clearly faster at no batch size" if pd.isna(row.cpu_clearly_up_to)
+           else f"the CPU clearly faster up to batch {int(row.cpu_clearly_up_to)}")
+    gpu = ("the GPU clearly faster at no batch size" if pd.isna(row.gpu_clearly_from)
+           else f"the GPU clearly faster from batch {int(row.gpu_clearly_from)}")
+    return head + f"; crossover at batch {int(row.crossover)} ({cpu}, {gpu})"
+
+
+#: The model whose crossover is the verdict's number (the blog's own), then the others in this order.
+HEADLINE_ORDER = ("keras.autoencoder", "keras.bilstm_imdb", "torch.autoencoder", "torch.bilstm_imdb")
+
+
+def verdicts(results: pd.DataFrame) -> list[Verdict]:
+    """One verdict per (CPU set, GPU set) pair; a set without a partner is not measured."""
+    if results.empty:
+        return []
+    table = crossovers(results)
+    out = []
+    for cpu, gpu in pairs(results):
+        mine = table[(table.cpu == cpu) & (table.gpu == gpu)]
+        hardware_id = f"{gpu} vs {cpu}"
+        if mine.empty:
+            out.append(Verdict(NAME, STATEMENT, hardware_id, SEED_FIGURE, None,
+                               "no model measured on both sets", Outcome.NOT_MEASURED, RULE))
+            continue
+        outcomes = set(mine.outcome)
+        outcome = (Outcome.REPRODUCED if outcomes == {Outcome.REPRODUCED.value} else
+                   Outcome.NOT_REPRODUCED if outcomes == {Outcome.NOT_REPRODUCED.value} else Outcome.PARTLY)
+        mine = mine.set_index("kernel").loc[[k for k in HEADLINE_ORDER if k in set(mine.kernel)]].reset_index()
+        head = mine.crossover.iloc[0]
+        ours = None if pd.isna(head) else float(head)
+        text = "; ".join(_crossover_text(row) for _, row in mine.iterrows())
+        out.append(Verdict(NAME, STATEMENT, hardware_id, SEED_FIGURE, ours, text, outcome, RULE))
+    paired = {h for p in pairs(results) for h in p}
+    for hardware_id, kind in results.groupby("hardware_id").device_kind.first().sort_index().items():
+        if hardware_id in paired:
+            continue
+        missing = "GPU" if kind == "cpu" else "CPU"
+        text = (f"{kind.upper() if kind == 'cpu' else 'GPU'} curve only: no {missing} set stored to compare with "
+                f"(one set's curve alone cannot decide the claim)")
+        out.append(Verdict(NAME, STATEMENT, hardware_id, SEED_FIGURE, None, text, Outcome.NOT_MEASURED, RULE))
+    return out
+
+
+# --- the mechanism: the latency floor ------------------------------------------------------------
+
+FLOOR_COLUMNS = ["hardware_id", "device_kind", "workload", "batch", "timesteps", "lstm_kernel", "step_ms",
+                 "aten_ops", "gpu_kernels", "ops_per_timestep", "us_per_op", "us_per_timestep"]
+
+
+def latency_floor(results: pd.DataFrame) -> pd.DataFrame:
+    """At each set's smallest batch, for the PyTorch models: the step time against the work items it issues
+    (GPU kernels on a GPU, dispatched aten ops on a CPU), per timestep and as microseconds per item."""
+    ok = _ok(results)
+    ok = ok[ok.framework == "torch"] if not ok.empty else ok
+    rows = []
+    for (hardware_id, kernel), part in ok.groupby(["hardware_id", "kernel"], sort=True):
+        row = part.sort_values("batch").iloc[0]
+        try:
+            ops = json.loads(row.observed_kernel)
+        except (TypeError, ValueError):
+            continue
+        on_gpu = row.device_kind == "cuda"
+        items = ops.get("gpu_kernels") if on_gpu else ops.get("aten_ops")
+        if not items:
+            continue
+        step_s = float(row.median_s)
+        rows.append({"hardware_id": hardware_id, "device_kind": row.device_kind, "workload": row.workload,
+                     "batch": int(row.batch), "timesteps": int(row.timesteps), "lstm_kernel": ops.get("lstm_kernel"),
+                     "step_ms": step_s * 1e3, "aten_ops": ops.get("aten_ops"), "gpu_kernels": ops.get("gpu_kernels"),
+                     "ops_per_timestep": items / int(row.timesteps), "us_per_op": step_s / items * 1e6,
+                     "us_per_timestep": step_s / int(row.timesteps) * 1e6})
+    return pd.DataFrame(rows, columns=FLOOR_COLUMNS)
+
+
+def floor_text(floor: pd.DataFrame, kind: str) -> str:
+    """One sentence on the latency floor of the first set of a device kind, for the page's prose."""
+    part = floor[floor.device_kind == kind]
+    if part.empty:
+        return "not measured"
+    what = "GPU kernels" if kind == "cuda" else "aten ops"
+    first = part.hardware_id.iloc[0]
+    return f"{first}: " + "; ".join(
+        f"{r.workload} ({r.lstm_kernel} LSTM), {_num(r.step_ms)} ms per step at batch {r.batch}: "
+        f"{(r.gpu_kernels if kind == 'cuda' else r.aten_ops):.0f} {what} per step, {_num(r.ops_per_timestep)} per "
+        f"timestep, {_num(r.us_per_op)} us each" for r in part.itertuples() if r.hardware_id == first)
+
+
+def cpu_curve_text(epochs: pd.DataFrame) -> str:
+    """How the first CPU set's epoch time falls from the smallest to the largest batch, per model."""
+    cpu = epochs[epochs.device_kind == "cpu"]
+    if cpu.empty:
+        return "not measured"
+    first = cpu[cpu.hardware_id == cpu.hardware_id.iloc[0]]
+    parts = []
+    for kernel, part in first.groupby("kernel", sort=True):
+        part = part.sort_values("batch")
+        a, b = part.iloc[0], part.iloc[-1]
+        parts.append(f"{_label(kernel)}: {_num(a.epoch_s)} s at batch {a.batch}, {_num(b.epoch_s)} s at batch {b.batch}")
+    return f"on {first.hardware_id.iloc[0]}, an epoch takes " + "; ".join(parts)
+
+
+def glue_extras(prefix: str, results: pd.DataFrame, dataset_size: int) -> None:
+    """Glue the CPU curve and the latency floors into the prose (`{prefix}_cpu_curve`, `{prefix}_{kind}_floor`)."""
+    from myst_nb import glue
+
+    glue(f"{prefix}_cpu_curve", cpu_curve_text(epoch_times(results, dataset_size)), display=False)
+    floor = latency_floor(results)
+    for kind in ("cpu", "cuda"):
+        glue(f"{prefix}_{kind}_floor", floor_text(floor, kind), display=False)
+
+
+def epoch_table(results: pd.DataFrame, dataset_size: int) -> pd.DataFrame:
+    """Epoch time in seconds, one row per hardware set and model, one column per batch size."""
+    epochs = epoch_times(results, dataset_size)
+    if epochs.empty:
+        return pd.DataFrame(columns=["hardware_id", "framework", "workload"])
+    wide = epochs.pivot_table(index=["hardware_id", "framework", "workload"], columns="batch", values="epoch_s")
+    wide = wide.rename(columns=lambda b: f"batch {b} (s)").round(3).reset_index()
+    wide.columns.name = None
+    return wide

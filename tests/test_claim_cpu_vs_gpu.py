@@ -1,0 +1,157 @@
+"""Claim 2's verdict logic on synthetic result sets, each built to give one outcome, plus one real torch point."""
+
+from __future__ import annotations
+
+import json
+
+import pandas as pd
+import pytest
+import torch
+
+from lstmstudy import results, sweep, timing
+from lstmstudy.claims import Outcome
+from lstmstudy.claims import cpu_vs_gpu as claim
+from lstmstudy.hardware import Fingerprint
+
+BATCHES = [1, 8, 64, 512]
+CPU = Fingerprint(device_kind="cpu", cpu_model="Fake Xeon", cpu_flags=[], physical_cores=2, threads=2, ram_gb=8.0)
+GPU = Fingerprint(device_kind="cuda", cpu_model="Fake Xeon", cpu_flags=[], physical_cores=2, threads=2, ram_gb=8.0,
+                  gpu_name="Fake GPU")
+
+
+def _samples(ms: float) -> tuple[float, ...]:
+    """Nine samples around `ms` milliseconds, spread +-2%: tight enough that a 1.5x gap is clear."""
+    return tuple(ms * 1e-3 * (1 + 0.005 * k) for k in range(-4, 5))
+
+
+def store(root, fp: Fingerprint, step_ms: dict[int, float], kernel: str = "torch.autoencoder",
+          observed: dict | None = None) -> None:
+    device = torch.device(fp.device_kind)
+    rows = []
+    for batch, ms in step_ms.items():
+        p = claim.point(kernel, batch, timesteps=32, features=16, seq_len=100)
+        m = timing.Measurement(samples=_samples(ms), warmup=0, threads=2, sync="none")
+        kernel_text = json.dumps(observed or {"lstm_kernel": "onednn", "aten_ops": 400, "gpu_kernels": None})
+        rows.append(sweep.make_row(claim.NAME, p, device, fp, outcome=sweep.Outcome(m, observed_kernel=kernel_text)))
+    results.append(claim.NAME, fp.hardware_id, rows, root)
+
+
+CPU_MS = {1: 2.0, 8: 3.0, 64: 10.0, 512: 80.0}
+
+
+def only(verdicts):
+    assert len(verdicts) == 1
+    return verdicts[0]
+
+
+def test_crossover_inside_the_grid_is_reproduced_with_its_uncertainty(tmp_path):
+    store(tmp_path, CPU, CPU_MS)
+    store(tmp_path, GPU, {1: 6.0, 8: 3.0, 64: 5.0, 512: 8.0})  # slower, tie, faster, faster
+    data = results.load(claim.NAME, tmp_path)
+    cross = claim.crossovers(data).iloc[0]
+    assert cross.outcome == Outcome.REPRODUCED.value
+    assert cross.crossover == 64 and cross.cpu_clearly_up_to == 1 and cross.gpu_clearly_from == 64
+    assert cross.undecided == [8]
+    v = only(claim.verdicts(data))
+    assert v.outcome == Outcome.REPRODUCED and v.ours == 64.0
+    assert v.hardware_id == f"{GPU.hardware_id} vs {CPU.hardware_id}" and v.hardware_id.startswith("cuda-")
+    assert "crossover at batch 64" in v.ours_text
+
+
+def test_only_one_end_holding_is_partly(tmp_path):
+    store(tmp_path, CPU, CPU_MS)
+    store(tmp_path, GPU, {1: 6.0, 8: 9.0, 64: 30.0, 512: 80.0})  # CPU faster, then a tie at the largest batch
+    assert only(claim.verdicts(results.load(claim.NAME, tmp_path))).outcome == Outcome.PARTLY
+
+
+def test_a_gpu_faster_everywhere_is_not_reproduced(tmp_path):
+    store(tmp_path, CPU, CPU_MS)
+    store(tmp_path, GPU, {1: 1.0, 8: 1.0, 64: 1.0, 512: 2.0})
+    data = results.load(claim.NAME, tmp_path)
+    v = only(claim.verdicts(data))
+    assert v.outcome == Outcome.NOT_REPRODUCED and v.ours == 1.0
+    assert "GPU ahead from the smallest batch" in v.ours_text
+
+
+def test_models_that_disagree_make_the_pair_partly(tmp_path):
+    store(tmp_path, CPU, CPU_MS)
+    store(tmp_path, GPU, {1: 6.0, 8: 3.0, 64: 5.0, 512: 8.0})
+    store(tmp_path, CPU, CPU_MS, kernel="torch.bilstm_imdb")
+    store(tmp_path, GPU, {1: 1.0, 8: 1.0, 64: 1.0, 512: 2.0}, kernel="torch.bilstm_imdb")
+    data = results.load(claim.NAME, tmp_path)
+    assert sorted(claim.crossovers(data).outcome) == [Outcome.NOT_REPRODUCED.value, Outcome.REPRODUCED.value]
+    assert only(claim.verdicts(data)).outcome == Outcome.PARTLY
+
+
+def test_a_lone_cpu_set_is_not_measured_but_keeps_its_curve(tmp_path):
+    store(tmp_path, CPU, CPU_MS)
+    data = results.load(claim.NAME, tmp_path)
+    v = only(claim.verdicts(data))
+    assert v.outcome == Outcome.NOT_MEASURED and v.ours is None and v.hardware_id == CPU.hardware_id
+    assert claim.crossovers(data).empty and claim.comparisons(data).empty
+    epochs = claim.epoch_times(data, dataset_size=25_000).set_index("batch")
+    assert epochs.loc[8, "epoch_s"] == pytest.approx(25_000 / 8 * 3.0e-3)
+    assert epochs.loc[8, "epoch_lo_s"] <= epochs.loc[8, "epoch_s"] <= epochs.loc[8, "epoch_hi_s"]
+    assert claim.cpu_curve_text(epochs.reset_index()).startswith(f"on {CPU.hardware_id}")
+
+
+def test_only_batch_sizes_measured_on_both_sides_are_compared(tmp_path):
+    store(tmp_path, CPU, {1: 2.0, 8: 3.0})
+    store(tmp_path, GPU, {1: 6.0, 8: 1.0, 4096: 2.0})
+    table = claim.comparisons(results.load(claim.NAME, tmp_path))
+    assert table.batch.tolist() == [1, 8] and table.faster.tolist() == ["cpu", "gpu"]
+
+
+def test_the_latency_floor_divides_the_step_by_the_work_items(tmp_path):
+    store(tmp_path, CPU, {1: 4.0, 8: 5.0})
+    store(tmp_path, GPU, {1: 2.0}, observed={"lstm_kernel": "cudnn", "aten_ops": 600, "gpu_kernels": 250})
+    floor = claim.latency_floor(results.load(claim.NAME, tmp_path)).set_index("device_kind")
+    assert floor.loc["cpu", "batch"] == 1 and floor.loc["cpu", "us_per_op"] == pytest.approx(4000 / 400)
+    assert floor.loc["cuda", "us_per_op"] == pytest.approx(2000 / 250)
+    assert floor.loc["cuda", "ops_per_timestep"] == pytest.approx(250 / 32)
+
+
+def test_no_results_give_no_verdicts(tmp_path):
+    empty = results.load(claim.NAME, tmp_path)
+    assert claim.verdicts(empty) == [] and claim.latency_floor(empty).empty and claim.epoch_times(empty, 10).empty
+
+
+def test_the_quick_grid_is_small_and_every_point_is_a_training_step():
+    points = claim.grid(quick=True, batches=BATCHES, workloads=list(claim.WORKLOADS),
+                        frameworks=list(claim.FRAMEWORKS), timesteps=32, features=16, seq_len=100)
+    assert {p.shape.batch for p in points} == {1, 8} and len(points) == 8
+    assert all(p.phase == "train" for p in points)
+    full = claim.grid(quick=False, batches=BATCHES, workloads=["bilstm_imdb"], frameworks=["torch"],
+                      timesteps=32, features=16, seq_len=100)
+    assert [p.shape.batch for p in full] == BATCHES and all(p.shape.bidirectional for p in full)
+
+
+def test_an_unknown_kernel_is_refused():
+    p = sweep.Point("torch.fused", claim.point("torch.autoencoder", 1, timesteps=4, features=2, seq_len=4).shape)
+    with pytest.raises(ValueError, match="unknown kernel"):
+        claim.measure_point(p, torch.device("cpu"))
+
+
+@pytest.mark.parametrize("kernel", ["torch.autoencoder", "torch.bilstm_imdb"])
+def test_a_real_torch_training_step_is_timed_and_its_ops_counted(kernel):
+    p = claim.point(kernel, 2, timesteps=4, features=3, seq_len=5)
+    outcome = claim.measure_point(p, torch.device("cpu"), warmup=1, min_time=0.0, max_time=0.05, min_samples=3)
+    ops = json.loads(outcome.observed_kernel)
+    assert outcome.measurement.n >= 3 and outcome.flops > 0
+    assert ops["aten_ops"] > 10 and ops["gpu_kernels"] is None
+    assert ops["lstm_kernel"] in {"onednn", "aten"}
+
+
+def test_the_torch_step_updates_the_weights():
+    p = claim.point("torch.autoencoder", 2, timesteps=4, features=3, seq_len=5)
+    model, step = claim.torch_step(p, torch.device("cpu"))
+    before = [w.detach().clone() for w in model.parameters()]
+    step()
+    assert any(not torch.equal(a, b) for a, b in zip(before, model.parameters()))
+
+
+def test_epoch_table_has_one_column_per_batch(tmp_path):
+    store(tmp_path, CPU, CPU_MS)
+    table = claim.epoch_table(results.load(claim.NAME, tmp_path), dataset_size=1000)
+    assert list(table.columns[-4:]) == [f"batch {b} (s)" for b in BATCHES]
+    assert isinstance(table, pd.DataFrame) and len(table) == 1
