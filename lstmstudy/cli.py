@@ -17,12 +17,20 @@ from lstmstudy.errors import StudyError
 
 ROOT = Path(__file__).resolve().parent.parent
 NOTEBOOKS = ROOT / "notebooks"
-EXECUTED = ROOT / "book" / "claims"
+BOOK = ROOT / "book"
+EXECUTED = BOOK / "claims"
+#: pages rendered from every stored result set after the claims: notebooks/<name>.ipynb -> book/<name>.ipynb
+SUMMARY_PAGES = ("ledger", "conclusions")
 
 
 def claim_notebooks(folder: Path = NOTEBOOKS) -> dict[str, Path]:
     """Claim notebooks by stem (`01_cudnn_fallback`), in order."""
     return {path.stem: path for path in sorted(folder.glob("[0-9][0-9]_*.ipynb"))}
+
+
+def summary_notebooks(folder: Path = NOTEBOOKS) -> dict[str, Path]:
+    """The ledger and conclusions sources found in `folder`, in the order they are rendered."""
+    return {name: folder / f"{name}.ipynb" for name in SUMMARY_PAGES if (folder / f"{name}.ipynb").exists()}
 
 
 def select_claims(requested: list[str] | None, available: dict[str, Path]) -> dict[str, Path]:
@@ -49,9 +57,18 @@ def cmd_env(args: argparse.Namespace) -> int:
     return 0
 
 
-def cmd_reproduce(args: argparse.Namespace) -> int:
+def _execute(source: Path, target: Path, parameters: dict, progress: bool) -> None:
     import papermill
 
+    try:
+        papermill.execute_notebook(str(source), str(target), kernel_name="python3", cwd=str(ROOT),
+                                   progress_bar=progress, parameters=parameters)
+    except papermill.PapermillExecutionError as exc:
+        raise StudyError(f"{source.name} failed in cell {exc.exec_count}: {exc.ename}: {exc.evalue} "
+                         f"(the executed copy with the traceback is {target})") from None
+
+
+def cmd_reproduce(args: argparse.Namespace) -> int:
     hardware.resolve_device(args.device)  # fail before running anything if the device is not here
     notebooks = select_claims(args.claims, claim_notebooks(args.notebooks))
     if not notebooks:
@@ -61,18 +78,29 @@ def cmd_reproduce(args: argparse.Namespace) -> int:
     for stem, source in notebooks.items():
         target = args.out / source.name
         print(f"{stem}: measuring on {args.device}{' (quick grid)' if args.quick else ''} -> {target}")
-        try:
-            papermill.execute_notebook(
-                str(source), str(target), kernel_name="python3", cwd=str(ROOT), progress_bar=not args.no_progress,
-                parameters={"device": args.device, "measure": not args.no_measure, "quick": args.quick},
-            )
-        except papermill.PapermillExecutionError as exc:
-            raise StudyError(f"{source.name} failed in cell {exc.exec_count}: {exc.ename}: {exc.evalue} "
-                             f"(the executed copy with the traceback is {target})") from None
+        _execute(source, target, {"device": args.device, "measure": not args.no_measure, "quick": args.quick},
+                 progress=not args.no_progress)
+    # the ledger and the conclusions read every stored result set, so they are rendered after any claim
+    for name, source in summary_notebooks(args.notebooks).items():
+        args.pages_out.mkdir(parents=True, exist_ok=True)
+        target = args.pages_out / source.name
+        print(f"{name}: rendering from every stored result set -> {target}")
+        _execute(source, target, {}, progress=not args.no_progress)
     return 0
 
 
+def missing_pages(root: Path = ROOT) -> list[str]:
+    """The pages of the table of contents that do not exist yet (executed pages before `reproduce`)."""
+    from lstmstudy.ledger import toc_files
+
+    return [name for name in toc_files(root / "_toc.yml")
+            if not any((root / f"{name}{suffix}").exists() for suffix in (".md", ".ipynb"))]
+
+
 def cmd_book(args: argparse.Namespace) -> int:
+    if missing := missing_pages():
+        raise StudyError(f"{len(missing)} page(s) of the book are not rendered yet ({', '.join(missing)}): "
+                         f"run `lstmstudy reproduce` first, or `make book`")
     builder = Path(sys.executable).parent / "jupyter-book"
     command = [str(builder if builder.exists() else "jupyter-book"), "build", str(ROOT), "--keep-going"]
     if not args.no_strict:
@@ -91,7 +119,8 @@ def parser() -> argparse.ArgumentParser:
     env.add_argument("--json", action="store_true", help="print JSON")
     env.set_defaults(func=cmd_env)
 
-    rep = sub.add_parser("reproduce", help="run the claim notebooks with papermill (measure, then render into book/)")
+    rep = sub.add_parser("reproduce", help="run the claim notebooks with papermill (measure, then render into "
+                                           "book/), then render the ledger and the conclusions")
     rep.add_argument("--claims", nargs="+", metavar="CLAIM", help="claims by number or name (default: all)")
     rep.add_argument("--device", default="auto", help="auto, cpu, cuda or cuda:N (default: auto)")
     rep.add_argument("--quick", action="store_true", help="shrink every grid (a smoke run)")
@@ -99,6 +128,7 @@ def parser() -> argparse.ArgumentParser:
     rep.add_argument("--no-progress", action="store_true", help="hide papermill's progress bar")
     rep.add_argument("--notebooks", type=Path, default=NOTEBOOKS, help=argparse.SUPPRESS)
     rep.add_argument("--out", type=Path, default=EXECUTED, help="where executed notebooks go (default: book/claims)")
+    rep.add_argument("--pages-out", type=Path, default=BOOK, help=argparse.SUPPRESS)  # the ledger and conclusions
     rep.set_defaults(func=cmd_reproduce)
 
     book = sub.add_parser("book", help="build the HTML book into _build/html")

@@ -1,9 +1,18 @@
-"""Shared test set-up: GPU tests skip with a visible reason where there is no GPU."""
+"""Shared test set-up: GPU tests skip with a visible reason where there is no GPU; the book is built
+once per session for the tests that read it."""
 
 from __future__ import annotations
 
+import subprocess
+import sys
+import time
+from dataclasses import dataclass
+from pathlib import Path
+
 import pytest
 import torch
+
+ROOT = Path(__file__).resolve().parent.parent
 
 
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
@@ -21,3 +30,26 @@ def results_root(tmp_path, monkeypatch):
     root = tmp_path / "results"
     monkeypatch.setenv("LSTMSTUDY_RESULTS", str(root))
     return root
+
+
+@dataclass(frozen=True)
+class BuiltBook:
+    """One `lstmstudy book` build (warnings are errors) into a temporary folder."""
+
+    returncode: int
+    log: str
+    html: Path
+    seconds: float
+
+    def check(self) -> None:
+        assert self.returncode == 0, "the book build failed (Sphinx warnings are errors):\n" + self.log[-6000:]
+
+
+@pytest.fixture(scope="session")
+def built_book(tmp_path_factory) -> BuiltBook:
+    """The book built once per test session from the committed pages, shared by test_book and test_browser."""
+    out = tmp_path_factory.mktemp("book")
+    start = time.perf_counter()
+    done = subprocess.run([sys.executable, "-m", "lstmstudy.cli", "book", "--path-output", str(out)],
+                          cwd=ROOT, capture_output=True, text=True, timeout=900)
+    return BuiltBook(done.returncode, done.stdout + done.stderr, out / "_build" / "html", time.perf_counter() - start)

@@ -80,3 +80,31 @@ def test_a_failing_notebook_is_one_clear_line(tmp_path):
     done = run("reproduce", "--device", "cpu", "--no-progress", "--notebooks", str(src), "--out", str(tmp_path / "o"))
     assert done.returncode == 2 and "Traceback" not in done.stderr
     assert "01_demo.ipynb failed in cell" in done.stderr and "ValueError: quick must be a bool" in done.stderr
+
+
+def test_reproduce_renders_the_ledger_and_conclusions_after_the_claims(tmp_path):
+    src, book = tmp_path / "src", tmp_path / "book"
+    src.mkdir()
+    _parameterised_notebook(src / "01_demo.ipynb", "print('claim')")
+    for name in cli.SUMMARY_PAGES:
+        nb = nbformat.v4.new_notebook(cells=[nbformat.v4.new_code_cell(f"print({name!r})")])
+        nb.metadata["kernelspec"] = {"name": "python3", "display_name": "Python 3", "language": "python"}
+        nbformat.write(nb, src / f"{name}.ipynb")
+    done = run("reproduce", "--device", "cpu", "--no-progress", "--notebooks", str(src), "--out", str(book / "claims"),
+               "--pages-out", str(book))
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.index("01_demo:") < done.stdout.index("ledger:") < done.stdout.index("conclusions:")
+    for name in cli.SUMMARY_PAGES:
+        executed = nbformat.read(book / f"{name}.ipynb", as_version=4)
+        assert executed.cells[-1].outputs[0]["text"] == f"{name}\n"
+    assert (book / "claims" / "01_demo.ipynb").exists()
+
+
+def test_missing_pages_are_named_before_the_book_is_built(tmp_path):
+    (tmp_path / "book").mkdir()
+    (tmp_path / "book" / "intro.md").write_text("# Intro\n")
+    (tmp_path / "_toc.yml").write_text("format: jb-book\nroot: book/intro\nchapters:\n"
+                                       "  - file: book/claims/01_demo\n  - file: book/ledger\n")
+    assert cli.missing_pages(tmp_path) == ["book/claims/01_demo", "book/ledger"]
+    nbformat.write(nbformat.v4.new_notebook(), tmp_path / "book" / "ledger.ipynb")
+    assert cli.missing_pages(tmp_path) == ["book/claims/01_demo"]

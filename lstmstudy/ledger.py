@@ -1,0 +1,224 @@
+"""The claims ledger: every claim's seed figure against ours, per hardware set, from the stored results.
+
+`CLAIMS` registers the claim modules by number. Claims land over time: a registered module that does
+not exist yet is left out of the ledger and named by `missing()`; one that exists but fails to import
+is an error, never skipped. The ledger page and the conclusions (`notebooks/ledger.ipynb`,
+`notebooks/conclusions.ipynb`, executed into `book/` by `lstmstudy reproduce`) render from these
+functions, so no verdict is written into the book by hand.
+"""
+
+from __future__ import annotations
+
+import importlib
+import importlib.util
+import re
+from collections.abc import Iterator, Mapping
+from pathlib import Path
+from types import ModuleType
+
+import pandas as pd
+import yaml
+
+from lstmstudy import results
+from lstmstudy.claims import Outcome
+
+ROOT = Path(__file__).resolve().parent.parent
+TOC = ROOT / "_toc.yml"
+
+#: claim number -> the module that holds its seed figures, rule and `verdicts(frame)`
+CLAIMS: dict[str, str] = {
+    "01": "lstmstudy.claims.cudnn_fallback",
+    "02": "lstmstudy.claims.cpu_vs_gpu",
+    "03": "lstmstudy.claims.mixed_precision",
+    "04": "lstmstudy.claims.frameworks_baseline",
+    "05": "lstmstudy.claims.bucketing",
+    "06": "lstmstudy.claims.energy",
+}
+
+#: claim number -> (where the claim comes from, in words; the references.bib keys behind it)
+SOURCES: dict[str, tuple[str, tuple[str, ...]]] = {
+    "01": ("blog post (seed 000), quoting Chollet; Q&A (seed 001)",
+           ("blogpost-lstm-gpu", "chollet-dlwp2", "so-cudnnlstm")),
+    "02": ("blog post (seed 000), citing Woolf's benchmark; Q&A (seed 001)",
+           ("blogpost-lstm-gpu", "woolf-cloud-cpus", "so-cudnnlstm")),
+    "03": ("paper (seed 003)", ("mahorker-lstm-kernels",)),
+    "04": ("paper (seed 003), against a DeepBench cuDNN baseline", ("mahorker-lstm-kernels", "deepbench")),
+    "05": ("slides (seed 002)", ("lin-wu-lstm-slides",)),
+    "06": ("paper (seed 003) left energy as future work; measured as Zeus does",
+           ("mahorker-lstm-kernels", "zeus-nsdi23")),
+}
+
+COLUMNS = ["claim", "statement", "source", "citations", "seed figure", "hardware", "our figure", "verdict",
+           "rule", "page"]
+_PHRASES = {Outcome.REPRODUCED.value: "reproduced", Outcome.PARTLY.value: "partly reproduced",
+            Outcome.NOT_REPRODUCED.value: "not reproduced"}
+
+
+# --- the registry -----------------------------------------------------------------------------------
+
+def _exists(path: str) -> bool:
+    try:
+        return importlib.util.find_spec(path) is not None
+    except ModuleNotFoundError:  # a parent package is missing
+        return False
+
+
+def modules(registry: Mapping[str, str] | None = None) -> dict[str, ModuleType]:
+    """The registered claim modules that exist, imported, by number (a broken one raises)."""
+    out = {}
+    for number, path in sorted((CLAIMS if registry is None else registry).items()):
+        if not _exists(path):
+            continue
+        module = importlib.import_module(path)
+        if getattr(module, "NUMBER", number) != number:
+            raise ValueError(f"{path} says it is claim {module.NUMBER!r} but is registered as claim {number!r}")
+        out[number] = module
+    return out
+
+
+def missing(registry: Mapping[str, str] | None = None) -> list[str]:
+    """The registered claim numbers whose modules do not exist yet."""
+    return [number for number, path in sorted((CLAIMS if registry is None else registry).items())
+            if not _exists(path)]
+
+
+def toc_files(toc: Path = TOC) -> list[str]:
+    """Every page of the book's table of contents, in reading order, as docnames (`book/intro`)."""
+    def walk(node: object) -> Iterator[str]:
+        if isinstance(node, dict):
+            for key in ("root", "file"):
+                if key in node:
+                    yield str(node[key])
+            for key in ("parts", "chapters", "sections"):
+                for child in node.get(key) or []:
+                    yield from walk(child)
+
+    return [re.sub(r"\.(ipynb|md)$", "", name) for name in walk(yaml.safe_load(Path(toc).read_text()))]
+
+
+def claim_pages(toc: Path = TOC) -> dict[str, str]:
+    """Claim number -> the docname of its page in the table of contents (`book/claims/01_cudnn_fallback`)."""
+    return {Path(name).name[:2]: name for name in toc_files(toc)
+            if name.startswith("book/claims/") and re.match(r"\d\d_", Path(name).name)}
+
+
+# --- the table --------------------------------------------------------------------------------------
+
+def table(root: Path | None = None, *, registry: Mapping[str, str] | None = None, toc: Path = TOC) -> pd.DataFrame:
+    """One row per claim and stored hardware set: the seed's figure, ours, the verdict and the page.
+
+    Verdicts come from each claim module's `verdicts(results.load(NAME, root))`; a claim with no stored
+    result set gets one row that says so (verdict: not measured).
+    """
+    pages = claim_pages(toc)
+    rows = []
+    for number, module in modules(registry).items():
+        source, keys = SOURCES.get(number, ("", ()))
+        base = {"claim": number, "statement": module.STATEMENT, "source": source, "citations": ", ".join(keys),
+                "seed figure": module.SEED_FIGURE, "rule": module.RULE, "page": pages.get(number, "")}
+        verdicts = module.verdicts(results.load(module.NAME, root))
+        if not verdicts:
+            rows.append({**base, "hardware": "", "our figure": "no stored result set",
+                         "verdict": Outcome.NOT_MEASURED.value})
+        rows += [{**base, "hardware": v.hardware_id, "our figure": v.ours_text, "verdict": v.outcome.value}
+                 for v in verdicts]
+    return pd.DataFrame(rows, columns=COLUMNS)
+
+
+_MD_SPECIAL = re.compile(r"([\\`*_{}\[\]<>|#$~])")
+
+
+def _md(text: object) -> str:
+    """Text as literal MyST Markdown: no emphasis, role or table cell boundary can form inside it."""
+    return _MD_SPECIAL.sub(r"\\\1", str(text)).replace("\n", " ")
+
+
+def _page_ref(number: str, page: str, label: str | None = None) -> str:
+    label = label or f"Claim {int(number)}"
+    return f"{{doc}}`{label} </{page}>`" if page else label
+
+
+def _cites(keys: str) -> str:
+    return f" {{cite:p}}`{keys.replace(' ', '')}`" if keys else ""
+
+
+def to_markdown(ledger: pd.DataFrame) -> str:
+    """The ledger as a MyST Markdown table, one row per claim and hardware set: claim pages linked with
+    {doc} and sources cited with {cite:p}, so the book build checks every link and citation in it."""
+    lines = ["| claim and source | seed's figure | hardware set | verdict | our figure |",
+             "| --- | --- | --- | --- | --- |"]
+    previous = None
+    for row in ledger.to_dict("records"):
+        first = row["claim"] != previous
+        previous = row["claim"]
+        claim = (f"{_page_ref(row['claim'], row['page'])}: {_md(row['statement'])}. "
+                 f"*Source: {_md(row['source'])}*{_cites(row['citations'])}") if first else ""
+        seed = _md(row["seed figure"]) if first else ""
+        hardware = f"`{row['hardware']}`" if row["hardware"] else "none stored"
+        lines.append(f"| {claim} | {seed} | {hardware} | **{_md(row['verdict'])}** | {_md(row['our figure'])} |")
+    return "\n".join(lines)
+
+
+# --- the conclusions --------------------------------------------------------------------------------
+
+def counts(ledger: pd.DataFrame) -> dict[str, int]:
+    """How many claims and verdicts the ledger holds, by outcome, and how many hardware sets of each kind."""
+    hardware = pd.Series(ledger["hardware"].unique(), dtype=str)
+    hardware = hardware[hardware != ""]
+    outcome = ledger["verdict"].value_counts()
+    return {"claims": int(ledger["claim"].nunique()), "verdicts": int(len(ledger)),
+            "reproduced": int(outcome.get(Outcome.REPRODUCED.value, 0)),
+            "partly": int(outcome.get(Outcome.PARTLY.value, 0)),
+            "not_reproduced": int(outcome.get(Outcome.NOT_REPRODUCED.value, 0)),
+            "not_measured": int(outcome.get(Outcome.NOT_MEASURED.value, 0)),
+            "gpu_sets": int(hardware.str.startswith("cuda-").sum()),
+            "cpu_sets": int(hardware.str.startswith("cpu-").sum())}
+
+
+def sentences(ledger: pd.DataFrame) -> list[str]:
+    """One MyST Markdown paragraph per claim, saying where it was reproduced, partly or not, from the verdicts."""
+    out = []
+    for number, rows in ledger.groupby("claim", sort=True):
+        first = rows.iloc[0]
+        head = (f"{_page_ref(number, first['page'])}: *{_md(first['statement'])}*. "
+                f"The seed: {_md(first['seed figure'])}.")
+        measured = rows[rows["verdict"] != Outcome.NOT_MEASURED.value]
+        if measured.empty:
+            stored = [h for h in rows["hardware"] if h]
+            where = f"the stored sets ({', '.join(f'`{h}`' for h in stored)})" if stored else "any stored hardware set"
+            out.append(f"{head} Not measurable on {where}: neither confirmed nor refuted here.")
+            continue
+        parts = []
+        for outcome, phrase in _PHRASES.items():
+            hits = measured[measured["verdict"] == outcome]
+            if not hits.empty:
+                where = "; ".join(f"`{h}` ({_md(ours)})" for h, ours in zip(hits["hardware"], hits["our figure"]))
+                parts.append(f"**{phrase}** on {where}")
+        sentence = f"{head} Ours: {', and '.join(parts)}."
+        unmeasurable = [h for h in rows.loc[rows["verdict"] == Outcome.NOT_MEASURED.value, "hardware"] if h]
+        if unmeasurable:
+            sentence += f" Not measurable on {', '.join(f'`{h}`' for h in unmeasurable)}."
+        if not measured["hardware"].str.startswith("cuda-").any():
+            sentence += " Its GPU form is untested: no GPU result set carries a verdict for it."
+        out.append(sentence)
+    return out
+
+
+def conclusions(ledger: pd.DataFrame, pending: list[str] | None = None) -> str:
+    """The conclusions page's text, as MyST Markdown, computed from the ledger's verdicts."""
+    n = counts(ledger)
+    pending = missing() if pending is None else pending
+    paragraphs = [f"Across the {n['verdicts']} verdicts on {n['claims']} claims (one verdict per claim and "
+                  f"stored hardware set): {n['reproduced']} reproduced, {n['partly']} partly reproduced, "
+                  f"{n['not_reproduced']} not reproduced, and {n['not_measured']} that could not be measured on "
+                  f"the hardware at hand."]
+    if pending:
+        many = len(pending) > 1
+        paragraphs[0] += (f" Claim{'s' if many else ''} {', '.join(pending)} {'have' if many else 'has'} no "
+                          f"verdict yet: {'their modules are' if many else 'its module is'} not written.")
+    if n["gpu_sets"] == 0:
+        paragraphs.append("**No GPU result set is stored.** Every claim about GPUs below is untested on this "
+                          "study's own hardware; a reader with an NVIDIA GPU can add one with "
+                          "`lstmstudy reproduce --device cuda`, and this page is recomputed from it.")
+    bullets = "\n".join(f"- {s}" for s in sentences(ledger))
+    return "\n\n".join(paragraphs + ([bullets] if bullets else []))
