@@ -6,6 +6,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 
 import matplotlib.pyplot as plt
+from matplotlib.ticker import FuncFormatter
 import numpy as np
 import pandas as pd
 import seaborn as sns
@@ -71,9 +72,65 @@ def ratio_bars(ratios: pd.DataFrame, x: str, *, hue: str | None = None, col: str
 
 
 def heatmap(pivot: pd.DataFrame, *, title: str, xlabel: str, ylabel: str, cbar_label: str,
-            center: float = 1.0, ax: plt.Axes | None = None) -> plt.Axes:
-    """A diverging heatmap centred on `center` (1.0: no speed-up), annotated with the values."""
+            center: float = 1.0, ax: plt.Axes | None = None, log: bool = False) -> plt.Axes:
+    """A diverging heatmap centred on `center` (1.0: no speed-up), annotated with the values.
+
+    `log` colours ratios on a log scale symmetric about `center`, so that 2x and 0.5x are equally intense
+    and one outlier does not wash out the rest; the annotations stay the ratios themselves.
+    """
     ax = ax or plt.figure(figsize=(1.1 * pivot.shape[1] + 2, 0.6 * pivot.shape[0] + 1.5)).gca()
-    sns.heatmap(pivot, annot=True, fmt=".2f", cmap="RdBu", center=center, ax=ax, cbar_kws={"label": cbar_label})
+    if log:
+        from matplotlib.colors import LogNorm
+
+        values = pivot.to_numpy(dtype=float)
+        values = values[np.isfinite(values) & (values > 0)]
+        span = float(max(np.abs(np.log(values / center)).max() if values.size else 0.0, np.log(1.25)))
+        norm = LogNorm(center / np.exp(span), center * np.exp(span))
+        steps = ((0.01, 0.1, 1.0, 10.0, 100.0) if span > np.log(12) else
+                 (0.1, 0.2, 0.5, 1.0, 2.0, 5.0, 10.0) if span > np.log(2.5) else (0.5, 0.67, 0.8, 1.0, 1.25, 1.5, 2.0))
+        ticks = [t * center for t in steps if norm.vmin <= t * center <= norm.vmax]
+        sns.heatmap(pivot, annot=True, fmt=".2f", cmap="RdBu", norm=norm, ax=ax,
+                    cbar_kws={"label": cbar_label, "ticks": ticks, "format": "%g"})
+        ax.collections[0].colorbar.minorticks_off()
+    else:
+        sns.heatmap(pivot, annot=True, fmt=".2f", cmap="RdBu", center=center, ax=ax, cbar_kws={"label": cbar_label})
     ax.set(title=title, xlabel=xlabel, ylabel=ylabel)
     return ax
+
+
+def curves(frame: pd.DataFrame, x: str, y: str, *, lo: str | None = None, hi: str | None = None, hue: str,
+           col: str | None = None, row: str | None = None, xlabel: str, ylabel: str, hue_title: str | None = None,
+           logx: bool = True, logy: bool = True, hline: float | None = None, height: float = 3.2) -> sns.FacetGrid | None:
+    """`y` against `x`, one line per `hue` with the [`lo`, `hi`] band (e.g. a 95% interval) shaded.
+
+    Unlike `times`, the hardware sets share the panels (pass `hue="hardware_id"`) so that their curves can be
+    compared on one axis; panels by `row` and `col`; `hline` marks a reference (1.0 for a ratio).
+    Returns None for an empty frame.
+    """
+    if frame.empty:
+        return None
+
+    def draw(data: pd.DataFrame, color: str, label: str, **_: object) -> None:
+        data = data.sort_values(x)
+        plt.plot(data[x], data[y], marker="o", color=color, label=label)
+        if lo and hi:
+            plt.fill_between(data[x], data[lo], data[hi], color=color, alpha=0.2, linewidth=0)
+
+    grid = sns.FacetGrid(frame, col=col, row=row, hue=hue, height=height, aspect=1.3, sharey=False)
+    grid.map_dataframe(draw)
+    for ax in grid.axes.flat:
+        if logx:
+            ax.set_xscale("log", base=2)
+            ax.xaxis.set_major_formatter(FuncFormatter(lambda value, _: f"{value:g}"))  # 64, not 2^6
+        if frame[x].nunique() <= 10:  # ticks at the measured values
+            ax.set_xticks(sorted(frame[x].unique()))
+        ax.set_yscale("log") if logy else None
+        if hline is not None:
+            ax.axhline(hline, color="black", linewidth=1)
+    if row and col:
+        grid.set_titles(template="{row_name} | {col_name}")
+    elif row or col:
+        grid.set_titles(template="{row_name}" if row else "{col_name}")
+    grid.set_axis_labels(xlabel, ylabel)
+    grid.add_legend(title=hue_title or hue)
+    return grid

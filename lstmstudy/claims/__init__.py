@@ -70,6 +70,17 @@ def bootstrap_ratio(numerator: Sequence[float], denominator: Sequence[float], *,
     return float(np.median(a) / np.median(b)), float(lo), float(hi)
 
 
+def bootstrap_median(samples: Sequence[float], *, n_boot: int = 2000, seed: int = 0,
+                     confidence: float = 0.95) -> tuple[float, float, float]:
+    """The median of `samples` and a percentile-bootstrap confidence interval for it."""
+    a = np.asarray(samples, dtype=float)
+    rng = np.random.default_rng(seed)
+    boot = np.median(rng.choice(a, size=(n_boot, a.size)), axis=1)
+    tail = (1 - confidence) / 2 * 100
+    lo, hi = np.percentile(boot, [tail, 100 - tail])
+    return float(np.median(a)), float(lo), float(hi)
+
+
 def ratios(results: pd.DataFrame, baseline: str, kernels: Sequence[str] | None = None,
            keys: Sequence[str] = SHAPE_KEYS) -> pd.DataFrame:
     """Each kernel's median time over `baseline`'s at the same configuration, with a bootstrap CI.

@@ -43,12 +43,15 @@ _WHILE_OPS = {"While", "StatelessWhile"}
 
 @cache
 def _keras():
-    """Import Keras once; on TensorFlow, let GPU memory grow so torch kernels in the same process keep theirs."""
+    """Import Keras once; on TensorFlow, let GPU memory grow so torch kernels in the same process keep theirs,
+    and pin fp32 to IEEE fp32: TensorFlow runs fp32 matmuls and cuDNN RNNs as TF32 by default on Ampere and
+    later GPUs, while the torch kernels are pinned to IEEE fp32 (see torch_kernels)."""
     import keras
 
     if keras.backend.backend() == "tensorflow":
         import tensorflow as tf
 
+        tf.config.experimental.enable_tensor_float_32_execution(False)
         for gpu in tf.config.list_physical_devices("GPU"):
             try:
                 tf.config.experimental.set_memory_growth(gpu, True)

@@ -1,0 +1,502 @@
+"""Claim 4: PyTorch's LSTM is ~50% slower than a raw cuDNN baseline (DeepBench), TensorFlow far slower.
+
+Seed 003 (Mahorker, Yazdi-Nejad, Zang, "Analysis of Tensorflow and PyTorch Hardware Accelerated LSTM
+Kernels", TITAN V): one LSTM layer, inference, over hidden size x batch x timesteps; Table 2 gives the
+"mean percentage error" (MPE) between pairs of kernels, "negative numbers mean the second kernel is
+slower than the first one": DeepBench vs PyTorch -0.53 ("about 53% slower"), DeepBench vs TF Mode 0
+-17.75, and so on.
+
+**The MPE formula.** The paper does not print it; the figures fix it. With
+``MPE(first, second) = mean over configurations of (t_first - t_second) / t_first`` (the textbook MPE
+with the first kernel as the reference), a second kernel 1.53x slower gives -0.53, the abstract's
+"about 53% slower than our DeepBench CUDA baseline", and -1.30 for PyTorch AMP is the text's "1.3x
+slower than the Deepbench baseline". Dividing by ``t_second`` instead would bound every MPE below by
+-1, so it cannot produce Table 2's -17.75 or -1.82. The values are fractions, not percents, and an
+arithmetic mean of ratios, which the slowest configurations dominate; we also give the geometric mean.
+
+**Our kernels.** ``torch.raw`` (the fused op called directly on pre-flattened weights; a CUDA graph on
+a GPU) is the DeepBench analogue; DeepBench itself times cuDNN with ``CUDNN_SKIP_INPUT`` (input size =
+hidden size, no input GEMM; ``rnn_bench.cu``), which ``torch.raw_noinput`` mimics by precomputing the
+input projection. PyTorch is ``torch.fused`` (``nn.LSTM``); TF Mode 0/1/2 are ``keras.cudnn_auto``,
+``keras.impl1`` and ``keras.impl2``. AMP is fp16 on a GPU and bf16 on a CPU (autocast / Keras mixed
+policies; the raw baseline holds weights in the 16-bit type). Input size = hidden size everywhere, as
+in the paper. On a CPU there is no cuDNN: ``torch.raw`` and ``torch.fused`` both call oneDNN, every
+Keras mode runs TensorFlow's generic loop, and the verdict is the CPU analogue of the claim.
+"""
+
+from __future__ import annotations
+
+import json
+import time
+from collections.abc import Sequence
+from dataclasses import dataclass
+from functools import partial
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+
+from lstmstudy import hardware, kernels, sweep
+from lstmstudy.claims import Outcome, Verdict, geomean, timing_options
+from lstmstudy.errors import Skip
+from lstmstudy.shapes import LSTMShape
+from lstmstudy.timing import Measurement
+
+NAME = "frameworks_vs_baseline"
+NUMBER = "04"
+STATEMENT = "PyTorch's LSTM is ~50% slower than the raw cuDNN baseline (DeepBench), and TensorFlow far slower"
+SEED_FIGURE = ("PyTorch 1.53x DeepBench (MPE -0.53), TF Mode 0 18.8x DeepBench (MPE -17.75); one LSTM layer, "
+               "inference, TITAN V")
+SLOWDOWN_BAND = (1.25, 2.0)
+RULE = ("reproduced if torch.fused's geometric-mean slowdown over torch.raw is within 1.25-2.0x AND "
+        "keras.cudnn_auto is slower than torch.fused (geometric-mean ratio above 1), fp32, over the grid; "
+        "partly if exactly one holds; not reproduced if neither. On a CPU the baseline is oneDNN, not cuDNN: "
+        "the CPU analogue of the claim")
+
+#: our kernel -> the paper's name for it
+PAPER_NAMES: dict[str, str] = {
+    "torch.raw": "DeepBench",
+    "torch.raw_noinput": "DeepBench skip-input",
+    "torch.fused": "PyTorch",
+    "keras.cudnn_auto": "TF Mode 0",
+    "keras.impl1": "TF Mode 1",
+    "keras.impl2": "TF Mode 2",
+}
+KERNELS = list(PAPER_NAMES)
+#: the paper ran AMP for PyTorch and TF Mode 0; we add the baseline in 16 bits
+DEFAULT_AMP_KERNELS = ["torch.raw", "torch.fused", "keras.cudnn_auto"]
+AMP = "amp"  # placeholder precision in pair specs: fp16 on a GPU, bf16 on a CPU
+
+#: The seed's Table 2, as printed (the seed's figures, not our results): first, second, MPE.
+SEED_TABLE2: list[tuple[str, str, float]] = [
+    ("TF Mode 0", "TF Mode 1", -1.822121106),
+    ("TF Mode 0", "TF Mode 2", -1.244951865),
+    ("TF Mode 1", "TF Mode 2", -0.1308454709),
+    ("TF Mode 0", "TF Mode 0 AMP", -0.1455642638),
+    ("DeepBench", "TF Mode 0", -17.75424073),
+    ("DeepBench", "PyTorch", -0.53045191),
+    ("PyTorch", "PyTorch AMP", -0.6300867506),
+    ("DeepBench", "PyTorch AMP", -1.304903692),
+]
+_BY_PAPER_NAME = {paper: kernel for kernel, paper in PAPER_NAMES.items()}
+
+#: the in-kernel (profiler) rows carry this config; the timed grid's rows have an empty config
+IN_KERNEL = {"clock": "in_kernel"}
+IN_KERNEL_TEXT = json.dumps(IN_KERNEL, sort_keys=True, separators=(",", ":"))
+#: the kernels whose overhead is broken down
+PROFILED = ("torch.raw", "torch.fused")
+#: the LSTM op whose self time is "inside the kernel" on a CPU (oneDNN's LSTM primitive)
+CPU_LSTM_OPS = ("aten::mkldnn_rnn_layer",)
+SHAPE_COLUMNS = ["batch", "timesteps", "features", "hidden", "layers", "bidirectional", "phase"]
+
+
+def amp_precision(device_kind: str) -> str:
+    """The 16-bit type of "AMP": fp16 on a GPU (the paper's), bf16 on a CPU (what CPUs run fast)."""
+    return "fp16" if device_kind == "cuda" else "bf16"
+
+
+def _resolve(precision: str, device_kind: str) -> str:
+    return amp_precision(device_kind) if precision == AMP else precision
+
+
+def _spec(paper_name: str) -> tuple[str, str]:
+    """'PyTorch AMP' -> ('torch.fused', 'amp')."""
+    base, amp = (paper_name[:-4], AMP) if paper_name.endswith(" AMP") else (paper_name, "fp32")
+    return _BY_PAPER_NAME[base], amp
+
+
+def label(kernel: str, precision: str) -> str:
+    """The paper's name with ours: 'PyTorch AMP bf16 (torch.fused)'."""
+    paper = PAPER_NAMES.get(kernel, kernel)
+    amp = "" if precision == "fp32" else f" AMP {precision}"
+    return f"{paper}{amp} ({kernel})"
+
+
+# --- the grid -------------------------------------------------------------------------------------
+
+def _shapes(quick: bool, hiddens: Sequence[int], batches: Sequence[int], timesteps: Sequence[int]) -> list[LSTMShape]:
+    if quick:
+        hiddens, batches, timesteps = hiddens[:1], batches[:1], [min(timesteps[0], 8)]
+    return [LSTMShape(batch=b, timesteps=t, features=h, hidden=h) for h in hiddens for b in batches for t in timesteps]
+
+
+def grid(*, quick: bool, hiddens: Sequence[int], batches: Sequence[int], timesteps: Sequence[int],
+         device: str = "auto", kernel_names: Sequence[str] = KERNELS,
+         amp_kernels: Sequence[str] = DEFAULT_AMP_KERNELS) -> list[sweep.Point]:
+    """Every kernel in fp32 and the `amp_kernels` in 16 bits at every hidden x batch x timesteps
+    (input size = hidden size), inference; plus the profiler rows of `profile_points`."""
+    amp = amp_precision(hardware.resolve_device(device).type)
+    shapes = _shapes(quick, hiddens, batches, timesteps)
+    points = [sweep.Point(kernel, shape, precision=precision)
+              for shape in shapes
+              for precision in ("fp32", amp)
+              for kernel in (kernel_names if precision == "fp32" else [k for k in kernel_names if k in amp_kernels])]
+    return points + profile_points(shapes, quick=quick)
+
+
+def profile_points(shapes: Sequence[LSTMShape], *, quick: bool) -> list[sweep.Point]:
+    """The overhead breakdown: the time inside the LSTM op of torch.raw and torch.fused, fp32, at the
+    grid's smallest shape (where per-call overhead weighs most) and, unless quick, its largest."""
+    smallest, largest = min(shapes, key=lambda s: s.flops()), max(shapes, key=lambda s: s.flops())
+    chosen = [smallest] if quick or smallest == largest else [smallest, largest]
+    return [sweep.Point(kernel, shape, config=IN_KERNEL) for shape in chosen for kernel in PROFILED]
+
+
+def measure(points: list[sweep.Point], *, device: str, min_time: float, quick: bool = False,
+            root: Path | None = None) -> sweep.SweepReport:
+    """Measure the points not yet stored for this hardware (fewer timed calls at the big shapes)."""
+    options = {**timing_options(min_time, quick), "warmup": 1 if quick else 2, "min_samples": 3 if quick else 5}
+    measure_one = partial(measure_point, sessions=2 if quick else 5, **options)
+    return sweep.run(NAME, points, measure_one, device=device, root=root)
+
+
+def measure_point(point: sweep.Point, device, sessions: int = 5, **timing_kwargs) -> sweep.Outcome:
+    """A grid row: the registry's timing; a profiler row: `_measure_in_kernel` over `sessions` sessions."""
+    if dict(point.config) == IN_KERNEL:
+        return _measure_in_kernel(point, device, sessions=sessions)
+    return kernels.measure_point(point, device, **timing_kwargs)
+
+
+def _measure_in_kernel(point: sweep.Point, device, *, sessions: int = 5) -> sweep.Outcome:
+    """Time spent inside the LSTM kernel per call, from torch.profiler: one sample per profiled session
+    of K calls (K chosen for ~50 ms of work). On a CPU: the self time of oneDNN's LSTM op
+    (`aten::mkldnn_rnn_layer`); on a GPU: the summed duration of every GPU kernel the call launched
+    (cuDNN's RNN kernels and its GEMMs)."""
+    import torch
+    from torch.autograd import DeviceType
+    from torch.profiler import ProfilerActivity, profile
+
+    k = kernels.build(point.kernel, point.shape, device, point.precision, point.phase)
+    sync = k.sync or (lambda: None)
+    one_call = []
+    for _ in range(3):  # warm-up, and the fastest of three calls sizes the sessions
+        t0 = time.perf_counter()
+        k.step()
+        sync()
+        one_call.append(time.perf_counter() - t0)
+    calls = int(np.clip(0.05 / max(min(one_call), 1e-9), 1, 50))
+    activities = [ProfilerActivity.CPU] + ([ProfilerActivity.CUDA] if device.type == "cuda" else [])
+    samples, walls, names = [], [], set()
+    for session in range(sessions + 1):  # the first session warms the profiler up and is dropped
+        with profile(activities=activities) as prof:
+            t0 = time.perf_counter()
+            for _ in range(calls):
+                k.step()
+            sync()
+            wall = (time.perf_counter() - t0) / calls
+        if session == 0:
+            continue
+        walls.append(wall)
+        events = prof.events()
+        if device.type == "cuda":
+            inside = [e for e in events if e.device_type == DeviceType.CUDA]
+            total_us = sum(e.time_range.elapsed_us() for e in inside)
+        else:
+            inside = [e for e in events if e.device_type == DeviceType.CPU and e.name in CPU_LSTM_OPS]
+            total_us = sum(e.self_cpu_time_total for e in inside)
+        if not inside:
+            raise Skip(f"{point.kernel}: the profiler recorded no LSTM kernel here "
+                       f"({'no GPU kernel' if device.type == 'cuda' else 'no ' + ', '.join(CPU_LSTM_OPS)})")
+        names.update(e.name for e in inside)
+        samples.append(total_us * 1e-6 / calls)
+    what = "GPU kernels" if device.type == "cuda" else "self time of"
+    measurement = Measurement(samples=tuple(samples), warmup=3 + calls, threads=torch.get_num_threads(), sync="profiler")
+    note = (f"profiler: {what} {', '.join(sorted(names))[:200]}; {calls} calls/session, "
+            f"{np.median(walls) * 1e3:.4g} ms wall per call under the profiler")
+    return sweep.Outcome(measurement=measurement, flops=point.shape.flops(point.phase), observed_kernel=note)
+
+
+# --- analysis -------------------------------------------------------------------------------------
+
+def timed(results: pd.DataFrame) -> pd.DataFrame:
+    """The wall-clock rows of the grid (not the profiler's), status ok, with the paper's labels."""
+    if results.empty:
+        return results.assign(label=pd.Series(dtype=str))
+    ok = results[(results.status == "ok") & (results.config == "{}") & results.kernel.isin(KERNELS)].copy()
+    ok["label"] = [label(k, p) for k, p in zip(ok.kernel, ok.precision)]
+    return ok
+
+
+def mpe(first: Sequence[float], second: Sequence[float]) -> float:
+    """The paper's mean percentage error, as a fraction: mean of (t_first - t_second) / t_first.
+
+    Negative: the second kernel is slower. -0.53 means the second takes 1.53x the first's time on average.
+    """
+    a, b = np.asarray(first, dtype=float), np.asarray(second, dtype=float)
+    return float(np.mean((a - b) / a)) if a.size else float("nan")
+
+
+def _kinds(results: pd.DataFrame) -> dict[str, str]:
+    return {hw: str(kind) for hw, kind in results.groupby("hardware_id").device_kind.first().items()} \
+        if not results.empty else {}
+
+
+def paired(results: pd.DataFrame, first: tuple[str, str], second: tuple[str, str]) -> pd.DataFrame:
+    """Median times of two (kernel, precision) at the same configuration, per hardware set.
+
+    `precision` may be AMP, resolved per hardware set. Columns: hardware_id, the shape, t_first, t_second.
+    """
+    ok = timed(results)
+    parts = []
+    for hw, kind in _kinds(results).items():
+        mine = ok[ok.hardware_id == hw]
+        sides = []
+        for (kernel, precision), name in ((first, "t_first"), (second, "t_second")):
+            side = mine[(mine.kernel == kernel) & (mine.precision == _resolve(precision, kind))]
+            sides.append(side.set_index(SHAPE_COLUMNS)["median_s"].rename(name))
+        joined = pd.concat(sides, axis=1, join="inner").reset_index()
+        parts.append(joined.assign(hardware_id=hw))
+    columns = ["hardware_id", *SHAPE_COLUMNS, "t_first", "t_second"]
+    return pd.concat(parts, ignore_index=True)[columns] if parts else pd.DataFrame(columns=columns)
+
+
+@dataclass(frozen=True)
+class Pair:
+    paper_first: str
+    paper_second: str
+    seed_mpe: float
+    first: tuple[str, str]
+    second: tuple[str, str]
+    note: str = ""
+
+    @property
+    def name(self) -> str:
+        return f"{self.paper_first} vs {self.paper_second}"
+
+
+def pairs() -> list[Pair]:
+    """Table 2's pairs, each with our kernels; the DeepBench rows once more with the skip-input baseline."""
+    out = []
+    for first, second, seed in SEED_TABLE2:
+        out.append(Pair(first, second, seed, _spec(first), _spec(second)))
+    for first, second, seed in SEED_TABLE2:
+        if first == "DeepBench":
+            out.append(Pair("DeepBench skip-input", second, seed, ("torch.raw_noinput", "fp32"), _spec(second),
+                            note="baseline without the input GEMM, as DeepBench times it"))
+    out.append(Pair("DeepBench AMP", "PyTorch AMP", float("nan"), ("torch.raw", AMP), ("torch.fused", AMP),
+                    note="not in the paper: baseline and PyTorch both in 16 bits"))
+    return out
+
+
+def table2(results: pd.DataFrame) -> pd.DataFrame:
+    """Table 2 in the paper's form, long: one row per pair and hardware set, the seed's MPE beside ours.
+
+    `second/first` is the geometric mean of the per-configuration time ratios (above 1: the second is slower).
+    """
+    rows = []
+    kinds = _kinds(results)
+    for pair in pairs():
+        table = paired(results, pair.first, pair.second)
+        for hw in kinds:
+            mine = table[table.hardware_id == hw]
+            amp = amp_precision(kinds[hw])
+            ours = [f"{k}@{_resolve(p, kinds[hw])}" for k, p in (pair.first, pair.second)]
+            rows.append({"pair": pair.name, "hardware_id": hw, "first (ours)": ours[0], "second (ours)": ours[1],
+                         "paper MPE": pair.seed_mpe,
+                         "our MPE": mpe(mine.t_first, mine.t_second) if len(mine) else float("nan"),
+                         "second/first (geomean)": geomean(mine.t_second / mine.t_first) if len(mine) else float("nan"),
+                         "configurations": len(mine), "amp": amp, "note": pair.note})
+    return pd.DataFrame(rows, columns=["pair", "hardware_id", "first (ours)", "second (ours)", "paper MPE", "our MPE",
+                                       "second/first (geomean)", "configurations", "amp", "note"])
+
+
+def table2_wide(results: pd.DataFrame) -> pd.DataFrame:
+    """Table 2 as the page shows it: one row per pair, the paper's MPE, then ours per hardware set."""
+    long = table2(results)
+    if long.empty:
+        return pd.DataFrame([{"pair": p.name, "paper MPE": p.seed_mpe} for p in pairs()])
+    wide = long.pivot_table(index=["pair"], columns="hardware_id", values=["our MPE", "second/first (geomean)"],
+                            sort=False)
+    wide.columns = [f"{value} [{hw}]" for value, hw in wide.columns]
+    seed = long.drop_duplicates("pair").set_index("pair")[["paper MPE"]]
+    order = [p.name for p in pairs()]
+    return seed.join(wide).reindex(order).reset_index()
+
+
+def ratio(results: pd.DataFrame, kernel: str, baseline: str, precision: str = "fp32") -> pd.DataFrame:
+    """Per hardware set: the geometric mean of `kernel`'s time over `baseline`'s, and over how many configurations."""
+    table = paired(results, (baseline, precision), (kernel, precision))
+    if table.empty:
+        return pd.DataFrame(columns=["hardware_id", "ratio", "n", "slower_in"])
+    grouped = table.assign(r=table.t_second / table.t_first).groupby("hardware_id").r
+    return pd.DataFrame({"ratio": grouped.agg(geomean), "n": grouped.size(),
+                         "slower_in": grouped.agg(lambda r: int((r > 1).sum()))}).reset_index()
+
+
+def _lookup(frame: pd.DataFrame, hw: str) -> pd.Series | None:
+    mine = frame[frame.hardware_id == hw]
+    return mine.iloc[0] if len(mine) else None
+
+
+def verdicts(results: pd.DataFrame) -> list[Verdict]:
+    """One verdict per hardware set from the rule (see RULE)."""
+    pytorch = ratio(results, "torch.fused", "torch.raw")
+    tensorflow = ratio(results, "keras.cudnn_auto", "torch.fused")
+    out = []
+    for hw, kind in _kinds(results).items():
+        statement = STATEMENT if kind == "cuda" else STATEMENT + " (CPU analogue: oneDNN baseline, no cuDNN)"
+        pt, tf = _lookup(pytorch, hw), _lookup(tensorflow, hw)
+        if pt is None or tf is None:
+            missing = " and ".join(w for w, r in (("torch.fused vs torch.raw", pt), ("keras.cudnn_auto vs torch.fused", tf))
+                                   if r is None)
+            out.append(Verdict(NAME, statement, hw, SEED_FIGURE, None, f"not measured ({missing})",
+                               Outcome.NOT_MEASURED, RULE))
+            continue
+        pytorch_holds = SLOWDOWN_BAND[0] <= pt.ratio <= SLOWDOWN_BAND[1]
+        tensorflow_holds = tf.ratio > 1.0
+        outcome = (Outcome.REPRODUCED if pytorch_holds and tensorflow_holds
+                   else Outcome.PARTLY if pytorch_holds or tensorflow_holds else Outcome.NOT_REPRODUCED)
+        text = (f"torch.fused {pt.ratio:.2f}x torch.raw ({'within' if pytorch_holds else 'outside'} 1.25-2.0x, "
+                f"{int(pt.n)} configurations); keras.cudnn_auto {tf.ratio:.2f}x torch.fused "
+                f"({'slower' if tensorflow_holds else 'not slower'}, {int(tf.n)} configurations)")
+        out.append(Verdict(NAME, statement, hw, SEED_FIGURE, float(pt.ratio), text, outcome, RULE))
+    return out
+
+
+def faster_text(results: pd.DataFrame) -> dict[str, str]:
+    """Per device kind (first stored set): which framework is faster, TensorFlow (TF Mode 0) or PyTorch."""
+    tensorflow = ratio(results, "keras.cudnn_auto", "torch.fused")
+    out = {}
+    kinds = _kinds(results)
+    for kind in ("cpu", "cuda"):
+        row = next((r for _, r in tensorflow.iterrows() if kinds.get(r.hardware_id) == kind), None)
+        if row is None:
+            out[kind] = "not measured"
+            continue
+        winner = "PyTorch" if row.ratio > 1 else "TensorFlow"
+        out[kind] = (f"{winner} is faster on {row.hardware_id}: TF Mode 0 (keras.cudnn_auto) takes "
+                     f"{row.ratio:.2f}x the time of PyTorch (torch.fused), geometric mean over {int(row.n)} "
+                     f"configurations, slower in {int(row.slower_in)} of them")
+    return out
+
+
+def glue_texts(results: pd.DataFrame) -> dict[str, str]:
+    """Texts for the page's prose, per device kind: `{kind}_faster`, `{kind}_overhead`,
+    `{kind}_mpe_pytorch` (DeepBench vs PyTorch) and `{kind}_mpe_tf` (DeepBench vs TF Mode 0)."""
+    out = {f"{kind}_faster": text for kind, text in faster_text(results).items()}
+    out.update({f"{kind}_overhead": text for kind, text in overhead_text(results).items()})
+    table = table2(results)
+    kinds = _kinds(results)
+    for key, pair in (("mpe_pytorch", "DeepBench vs PyTorch"), ("mpe_tf", "DeepBench vs TF Mode 0")):
+        for kind in ("cpu", "cuda"):
+            rows = table[(table.pair == pair) & (table.configurations > 0)
+                         & np.array([kinds.get(hw) == kind for hw in table.hardware_id], dtype=bool)]
+            row = rows.iloc[0] if len(rows) else None
+            first, second = pair.split(" vs ")
+            out[f"{kind}_{key}"] = ("not measured" if row is None else
+                                    f"{row['our MPE']:.2f} ({second} takes {row['second/first (geomean)']:.2f}x "
+                                    f"{first}'s time in the geometric mean of {int(row.configurations)} "
+                                    f"configurations on {row.hardware_id})")
+    return out
+
+
+# --- figures and the overhead breakdown -----------------------------------------------------------
+
+FIGURES = {
+    "all kernels (Fig. 1 / 3)": lambda k, p: k != "torch.raw_noinput" and (p == "fp32" or k == "keras.cudnn_auto"),
+    "PyTorch vs DeepBench (Fig. 2 / 4)": lambda k, p: k in ("torch.fused", "torch.raw", "torch.raw_noinput"),
+}
+
+
+def paper_figure(results: pd.DataFrame, by: str) -> pd.DataFrame:
+    """The paper's Figures 1-4: mean time per `by` value (batch or timesteps), averaged over the other
+    axes like the paper, only over configurations every plotted kernel has. Column `figure` names the figure."""
+    ok = timed(results)
+    parts = []
+    for hw in sorted(ok.hardware_id.unique()):
+        for panel, keep in FIGURES.items():
+            mine = ok[(ok.hardware_id == hw).to_numpy() & np.array([keep(k, p) for k, p in zip(ok.kernel, ok.precision)])]
+            if mine.empty:
+                continue
+            shapes = mine[SHAPE_COLUMNS].astype(str).apply(tuple, axis=1)
+            common = set.intersection(*(set(shapes[mine.label == name]) for name in mine.label.unique()))
+            mine = mine[shapes.isin(common)]
+            means = mine.groupby(["label", by])[["median_s", "p25_s", "p75_s"]].mean().reset_index()
+            parts.append(means.assign(hardware_id=hw, figure=panel, status="ok"))
+    return pd.concat(parts, ignore_index=True) if parts else pd.DataFrame(
+        columns=["label", by, "median_s", "p25_s", "p75_s", "hardware_id", "figure", "status"])
+
+
+def ratio_pivot(results: pd.DataFrame, hardware_id: str, kernel: str = "torch.fused",
+                baseline: str = "torch.raw") -> pd.DataFrame:
+    """`kernel`'s time over `baseline`'s at every configuration of one hardware set (fp32), as a
+    (hidden, timesteps) x batch grid for `plots.heatmap`."""
+    table = paired(results, (baseline, "fp32"), (kernel, "fp32"))
+    table = table[table.hardware_id == hardware_id]
+    if table.empty:
+        return pd.DataFrame()
+    table = table.assign(ratio=table.t_second / table.t_first)
+    return table.pivot_table(index=["hidden", "timesteps"], columns="batch", values="ratio")
+
+
+def overhead(results: pd.DataFrame) -> pd.DataFrame:
+    """Wall time against time inside the LSTM kernel (profiler) for torch.raw and torch.fused, per
+    profiled shape: what part of "PyTorch is slower than DeepBench" is framework overhead."""
+    columns = ["hardware_id", "kernel", "hidden", "batch", "timesteps", "wall ms", "in-kernel ms",
+               "outside the kernel ms", "in-kernel share", "what the profiler saw"]
+    if results.empty:
+        return pd.DataFrame(columns=columns)
+    inside = results[(results.status == "ok") & (results.config == IN_KERNEL_TEXT)]
+    wall = timed(results)
+    wall = wall[wall.precision == "fp32"]
+    keys = ["hardware_id", "kernel", *SHAPE_COLUMNS]
+    joined = inside[keys + ["median_s", "observed_kernel"]].merge(wall[keys + ["median_s"]], on=keys, how="left",
+                                               suffixes=("_kernel", "_wall"))
+    if joined.empty:
+        return pd.DataFrame(columns=columns)
+    out = pd.DataFrame({
+        "hardware_id": joined.hardware_id, "kernel": joined.kernel, "hidden": joined.hidden,
+        "batch": joined.batch, "timesteps": joined.timesteps,
+        "wall ms": joined.median_s_wall * 1e3, "in-kernel ms": joined.median_s_kernel * 1e3,
+    })
+    out["outside the kernel ms"] = out["wall ms"] - out["in-kernel ms"]
+    out["in-kernel share"] = out["in-kernel ms"] / out["wall ms"]
+    out["what the profiler saw"] = joined.observed_kernel
+    return out.sort_values(["hardware_id", "hidden", "batch", "timesteps", "kernel"]).reset_index(drop=True)[columns]
+
+
+def overhead_text(results: pd.DataFrame) -> dict[str, str]:
+    """Per device kind (first stored set): the breakdown at the smallest profiled shape, in words."""
+    table = overhead(results).dropna(subset=["wall ms"])
+    kinds = _kinds(results)
+    out = {}
+    for kind in ("cpu", "cuda"):
+        mine = table[np.array([kinds.get(hw) == kind for hw in table.hardware_id], dtype=bool)]
+        if mine.empty:
+            out[kind] = "not measured"
+            continue
+        hw = mine.hardware_id.iloc[0]
+        mine = mine[mine.hardware_id == hw]
+        first = mine.iloc[0][["hidden", "batch", "timesteps"]]
+        at = mine[(mine.hidden == first.hidden) & (mine.batch == first.batch) & (mine.timesteps == first.timesteps)]
+        rows = {r.kernel: r for _, r in at.iterrows()}
+        if not all(k in rows for k in PROFILED):
+            out[kind] = "not measured"
+            continue
+        fused, raw = rows["torch.fused"], rows["torch.raw"]
+        out[kind] = (f"at hidden {first.hidden}, batch {first.batch}, {first.timesteps} timesteps on {hw}, "
+                     f"torch.fused takes {fused['wall ms'] / raw['wall ms']:.2f}x torch.raw's wall time but "
+                     f"{fused['in-kernel ms'] / raw['in-kernel ms']:.2f}x its time inside the kernel; "
+                     f"{fused['in-kernel share']:.0%} of torch.fused's wall time and "
+                     f"{raw['in-kernel share']:.0%} of torch.raw's is spent inside the kernel")
+    return out
+
+
+def kernels_table(results: pd.DataFrame) -> pd.DataFrame:
+    """What each kernel actually ran, per hardware set and precision (from the stored observed_kernel)."""
+    ok = timed(results)
+    if ok.empty:
+        return pd.DataFrame(columns=["hardware_id", "label", "observed kernel", "configurations"])
+    return (ok.groupby(["hardware_id", "label"])
+            .agg(**{"observed kernel": ("observed_kernel", lambda s: ", ".join(sorted(set(s)))),
+                    "configurations": ("observed_kernel", "size")})
+            .reset_index())
+
+
+def problems(results: pd.DataFrame) -> pd.DataFrame:
+    """Configurations that were skipped or failed, with the reason (empty when every one ran)."""
+    if results.empty:
+        return pd.DataFrame(columns=["hardware_id", "kernel", "precision", "status", "error", "configurations"])
+    bad = results[results.status != "ok"]
+    return (bad.groupby(["hardware_id", "kernel", "precision", "status", "error"]).size()
+            .rename("configurations").reset_index())

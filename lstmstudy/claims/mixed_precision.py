@@ -1,0 +1,343 @@
+"""Claim 3: mixed precision (fp16/bf16) speeds an LSTM up only at large hidden sizes and many timesteps;
+at small sizes the casts cost more than they save.
+
+Seeds: the paper (003), single-layer LSTM inference on a TITAN V: "Tensorflow AMP does end up consistently
+about 10-15% faster than cuDNN for the largest input sizes" (hidden 512-1024, long sequences), while "for
+smaller input sizes, the forwarding times for AMP is greater than that of simply running cuDNN"; PyTorch AMP
+shows "a 63% slowdown on average compared to the non-AMP PyTorch implementation", yet "Larger hidden sizes
+show improvements of >40% when compared to DeepBench". DeepBench's V100 training results, as quoted for this
+study: fp16 mixed precision from 1.07x (H=256, N=16, T=150) to 5.22x (H=4096, N=128, T=25) over fp32.
+
+The speed-up of a low precision is median(fp32 step time) / median(low-precision step time) of the same
+kernel at the same shape and phase (`torch.autocast` for the PyTorch rows, Keras's `mixed_float16` /
+`mixed_bfloat16` dtype policies for the Keras rows). The verdict reads `torch.fused` (nn.LSTM: cuDNN on a
+GPU, oneDNN on a CPU) at the precision the hardware accelerates: fp16 on a GPU (tensor cores), bf16 on a
+CPU (AVX512-BF16 / AMX through oneDNN, where the fingerprint lists those flags).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from functools import partial
+from pathlib import Path
+
+import matplotlib.pyplot as plt
+import numpy as np
+import pandas as pd
+
+from lstmstudy import kernels, plots, sweep
+from lstmstudy.claims import Outcome, Verdict, bootstrap_ratio, geomean, timing_options
+from lstmstudy.shapes import LSTMShape
+
+NAME = "mixed_precision"
+NUMBER = "03"
+STATEMENT = ("Mixed precision speeds an LSTM up only at large hidden sizes and many timesteps; "
+             "at small sizes the casts cost more than they save")
+SEED_FIGURE = ("paper (TITAN V, inference): TF AMP 10-15% faster than cuDNN at hidden 512-1024 and long "
+               "sequences, slower at small sizes; PyTorch AMP 63% slower on average; DeepBench V100 training "
+               "(as quoted for this study): 1.07x (H=256, N=16, T=150) to 5.22x (H=4096, N=128, T=25)")
+#: part (i): at the smallest shape the low precision is not faster
+SMALL_MAX = 1.05
+#: part (ii): at the largest shape it is faster
+LARGE_MIN = 1.10
+HEADLINE_KERNEL = "torch.fused"
+#: the precision each device kind accelerates, which carries the verdict
+HEADLINE_PRECISION = {"cpu": "bf16", "cuda": "fp16"}
+KERAS_KERNEL = "keras.cudnn_auto"
+LOW_PRECISIONS = ("bf16", "fp16")
+RULE = (f"speed-up = median fp32 time / median low-precision time of {HEADLINE_KERNEL}, at the precision the "
+        f"hardware accelerates (fp16 on a GPU, bf16 on a CPU), geometric mean over the phases measured; "
+        f"smallest / largest shape = the configuration with the fewest / most FLOPs. Part (i): speed-up at the "
+        f"smallest shape <= {SMALL_MAX:.2f}; part (ii): speed-up at the largest shape >= {LARGE_MIN:.2f}. "
+        f"Reproduced if both hold, partly if one holds, not reproduced if neither")
+#: the columns that pair a low-precision row with its fp32 row
+PAIR_KEYS = ["hardware_id", "kernel", "phase", "batch", "timesteps", "features", "hidden", "layers",
+             "bidirectional", "config"]
+
+
+def device_kind(device: str) -> str:
+    """'cuda' or 'cpu' for a device request ('auto' resolves to what this machine has)."""
+    from lstmstudy.hardware import resolve_device
+
+    return resolve_device(device).type
+
+
+def grid(*, kind: str, quick: bool, hiddens: Sequence[int], timesteps: Sequence[int], batches: Sequence[int],
+         batch_sweep: Sequence[int], sweep_hidden: int, keras_cpu_hidden: int, keras_cpu_timesteps: int,
+         features: int, precisions: Sequence[str], phases: Sequence[str]) -> list[sweep.Point]:
+    """The points to measure on a device of `kind` ('cpu' or 'cuda'), fp32 always included.
+
+    - `torch.fused` over hiddens x timesteps x batches (the heatmaps);
+    - `torch.fused` at `sweep_hidden` and the longest sequence over `batch_sweep` (the batch facet);
+    - `keras.cudnn_auto`: on a GPU over the heatmap grid, on a CPU (where it is the generic loop and costs
+      more) at the one shape `keras_cpu_hidden` x `keras_cpu_timesteps` x the first batch.
+
+    Each shape's precisions are measured back to back, so a drift in the machine's speed hits the fp32
+    and the low-precision time of a speed-up alike. `quick` keeps two hidden sizes (a smallest and a
+    largest shape for the verdict), one short sequence, one batch, and the first extra batch size.
+    """
+    if quick:
+        hiddens, timesteps, batches = list(hiddens[:2]), [min(timesteps[0], 8)], list(batches[:1])
+        batch_sweep, sweep_hidden = list(batch_sweep[:1]), hiddens[0]
+        keras_cpu_hidden, keras_cpu_timesteps = hiddens[0], timesteps[0]
+    precs = ["fp32", *[p for p in LOW_PRECISIONS if p in precisions]]
+    shapes: list[tuple[str, LSTMShape]] = []
+    for b in batches:
+        for h in hiddens:
+            for t in timesteps:
+                shapes.append((HEADLINE_KERNEL, LSTMShape(batch=b, timesteps=t, features=features, hidden=h)))
+    for b in batch_sweep:
+        shapes.append((HEADLINE_KERNEL, LSTMShape(batch=b, timesteps=max(timesteps), features=features,
+                                                  hidden=sweep_hidden)))
+    if kind == "cuda":
+        shapes += [(KERAS_KERNEL, s) for _, s in shapes[:len(batches) * len(hiddens) * len(timesteps)]]
+    else:
+        shapes.append((KERAS_KERNEL, LSTMShape(batch=batches[0], timesteps=keras_cpu_timesteps, features=features,
+                                               hidden=keras_cpu_hidden)))
+    points, seen = [], set()
+    for phase in phases:
+        for kernel, shape in shapes:
+            for precision in precs:
+                point = sweep.Point(kernel, shape, precision=precision, phase=phase)
+                if point.key() not in seen:
+                    seen.add(point.key())
+                    points.append(point)
+    return points
+
+
+def measure(points: list[sweep.Point], *, device: str, min_time: float, quick: bool = False,
+            root: Path | None = None) -> sweep.SweepReport:
+    """Measure the points not yet stored for this hardware.
+
+    One untimed warm-up call is enough: building a kernel already runs its step once (`_first_call`),
+    and the large CPU training steps take seconds each.
+    """
+    options = {**timing_options(min_time, quick), "warmup": 1}
+    return sweep.run(NAME, points, partial(kernels.measure_point, **options), device=device, root=root)
+
+
+# --- speed-ups ------------------------------------------------------------------------------------------
+
+def _flops(row: pd.Series) -> float:
+    shape = LSTMShape(batch=int(row.batch), timesteps=int(row.timesteps), features=int(row.features),
+                      hidden=int(row.hidden), layers=int(row.layers), bidirectional=bool(row.bidirectional))
+    return shape.flops(str(row.phase))
+
+
+def speedups(results: pd.DataFrame) -> pd.DataFrame:
+    """Every low-precision `ok` row against the fp32 row of the same kernel, shape and phase.
+
+    `ratio` = median fp32 time / median low-precision time (above 1: the low precision is faster), with a
+    bootstrap 95% interval (`ratio_lo`, `ratio_hi`); `observed_kernel` is what ran at the low precision,
+    `fp32_kernel` what ran at fp32; `flops` the configuration's work, which orders shapes by size.
+    """
+    columns = [*PAIR_KEYS, "precision", "ratio", "ratio_lo", "ratio_hi", "fp32_ms", "low_ms",
+               "observed_kernel", "fp32_kernel", "flops"]
+    if results.empty:
+        return pd.DataFrame(columns=columns)
+    ok = results[results.status == "ok"]
+    base = {tuple(r[k] for k in PAIR_KEYS): r for _, r in ok[ok.precision == "fp32"].iterrows()}
+    rows = []
+    for _, row in ok[ok.precision != "fp32"].iterrows():
+        ref = base.get(tuple(row[k] for k in PAIR_KEYS))
+        if ref is None:
+            continue
+        ratio, lo, hi = bootstrap_ratio(ref["samples"], row["samples"])
+        rows.append({**{k: row[k] for k in PAIR_KEYS}, "precision": row["precision"], "ratio": ratio,
+                     "ratio_lo": lo, "ratio_hi": hi, "fp32_ms": ref["median_s"] * 1e3,
+                     "low_ms": row["median_s"] * 1e3, "observed_kernel": row["observed_kernel"],
+                     "fp32_kernel": ref["observed_kernel"], "flops": _flops(row)})
+    return pd.DataFrame(rows, columns=columns)
+
+
+def _kind(hardware_id: str) -> str:
+    return "cuda" if hardware_id.startswith("cuda-") else "cpu"
+
+
+def _shape_text(row: pd.Series) -> str:
+    return f"H={row.hidden} T={row.timesteps} B={row.batch}"
+
+
+def extremes(results: pd.DataFrame) -> pd.DataFrame:
+    """What the verdict reads: per hardware set and phase, the headline speed-up at the configuration with
+    the fewest FLOPs ('smallest') and at the one with the most ('largest'), with bootstrap intervals."""
+    table = speedups(results)
+    columns = ["hardware_id", "precision", "phase", "end", "shape", "ratio", "ratio_lo", "ratio_hi",
+               "fp32_ms", "low_ms", "observed_kernel"]
+    rows = []
+    for hardware_id, part in table.groupby("hardware_id", sort=True):
+        precision = HEADLINE_PRECISION[_kind(hardware_id)]
+        mine = part[(part.kernel == HEADLINE_KERNEL) & (part.precision == precision)]
+        for phase, by_phase in mine.groupby("phase", sort=True):
+            if len(by_phase) < 2 or by_phase.flops.min() == by_phase.flops.max():
+                continue  # one shape: no small and large end to compare
+            ordered = by_phase.sort_values(["flops", "hidden", "timesteps", "batch"], kind="stable")
+            for end, row in (("smallest", ordered.iloc[0]), ("largest", ordered.iloc[-1])):
+                rows.append({"hardware_id": hardware_id, "precision": precision, "phase": phase, "end": end,
+                             "shape": _shape_text(row), **{c: row[c] for c in columns[5:]}})
+    return pd.DataFrame(rows, columns=columns)
+
+
+def verdicts(results: pd.DataFrame) -> list[Verdict]:
+    """One verdict per hardware set: parts (i) and (ii) of the rule on the headline speed-ups."""
+    ends = extremes(results)
+    out = []
+    for hardware_id in sorted(results.hardware_id.unique()) if not results.empty else []:
+        precision = HEADLINE_PRECISION[_kind(hardware_id)]
+        mine = ends[ends.hardware_id == hardware_id]
+        if mine.empty:
+            text = (f"not measured: no {precision} and fp32 pair of {HEADLINE_KERNEL} at two or more shapes "
+                    f"on this hardware")
+            out.append(Verdict(NAME, STATEMENT, hardware_id, SEED_FIGURE, None, text, Outcome.NOT_MEASURED, RULE))
+            continue
+        small = geomean(mine[mine.end == "smallest"].ratio)
+        large = geomean(mine[mine.end == "largest"].ratio)
+        part_i, part_ii = small <= SMALL_MAX, large >= LARGE_MIN
+        outcome = (Outcome.REPRODUCED if part_i and part_ii else
+                   Outcome.PARTLY if part_i or part_ii else Outcome.NOT_REPRODUCED)
+        phases = " and ".join(sorted(mine.phase.unique()))
+        ends_by_phase = {phase: tuple(part.sort_values("end", ascending=False)["shape"])
+                         for phase, part in mine.groupby("phase", sort=True)}
+        if len(set(ends_by_phase.values())) == 1:
+            small_shape, large_shape = next(iter(ends_by_phase.values()))
+            shapes = f"smallest {small_shape}, largest {large_shape}"
+        else:
+            shapes = "; ".join(f"{phase}: {a} to {b}" for phase, (a, b) in ends_by_phase.items())
+        text = (f"{precision} over fp32: {small:.2f}x at the smallest shape, {large:.2f}x at the largest "
+                f"({HEADLINE_KERNEL}, geometric mean over {phases}; {shapes}); "
+                f"part (i) {'holds' if part_i else 'fails'}, part (ii) {'holds' if part_ii else 'fails'}")
+        out.append(Verdict(NAME, STATEMENT, hardware_id, SEED_FIGURE, large, text, outcome, RULE))
+    return out
+
+
+# --- tables -----------------------------------------------------------------------------------------------
+
+def observed_table(results: pd.DataFrame) -> pd.DataFrame:
+    """Which kernel actually ran, per hardware set, kernel and phase (rows) and precision (columns).
+
+    Each cell lists the `observed_kernel` values of the `ok` rows (with how many configurations each), or
+    'skipped' / 'error' when no configuration ran at that precision.
+    """
+    if results.empty:
+        return pd.DataFrame(columns=["hardware_id", "kernel", "phase", "fp32", "bf16", "fp16"])
+
+    def cell(part: pd.DataFrame) -> str:
+        ok = part[part.status == "ok"]
+        if ok.empty:
+            return "/".join(sorted(part.status.unique()))
+        counts = ok.observed_kernel.fillna("").replace("", "unknown").value_counts()
+        text = ", ".join(f"{name} ({n})" for name, n in sorted(counts.items()))
+        return text + (f"; {len(part) - len(ok)} not ok" if len(part) > len(ok) else "")
+
+    table = (results.groupby(["hardware_id", "kernel", "phase", "precision"]).apply(cell, include_groups=False)
+             .rename("observed").reset_index()
+             .pivot(index=["hardware_id", "kernel", "phase"], columns="precision", values="observed"))
+    order = [p for p in ("fp32", "bf16", "fp16") if p in table.columns]
+    return table[order].fillna("not requested").reset_index().rename_axis(columns=None)
+
+
+def skipped_table(results: pd.DataFrame) -> pd.DataFrame:
+    """Every configuration that did not run (`skipped` or `error`), with its reason."""
+    columns = ["hardware_id", "kernel", "precision", "phase", "hidden", "timesteps", "batch", "status", "reason"]
+    if results.empty:
+        return pd.DataFrame(columns=columns)
+    bad = results[results.status != "ok"].rename(columns={"error": "reason"})
+    return bad[columns].sort_values(columns[:7]).reset_index(drop=True)
+
+
+def single_shapes(results: pd.DataFrame, kernel: str = KERAS_KERNEL) -> pd.DataFrame:
+    """The speed-ups of `kernel` as a table (on a CPU, Keras is measured at one shape only)."""
+    table = speedups(results)
+    table = table[table.kernel == kernel]
+    return (table[["hardware_id", "kernel", "phase", "precision", "hidden", "timesteps", "batch", "fp32_ms",
+                   "low_ms", "ratio", "ratio_lo", "ratio_hi", "observed_kernel"]]
+            .rename(columns={"ratio": "speed-up", "ratio_lo": "95% low", "ratio_hi": "95% high",
+                             "fp32_ms": "fp32 ms", "low_ms": "low-precision ms"})
+            .sort_values(["hardware_id", "phase", "precision", "hidden", "timesteps", "batch"])
+            .reset_index(drop=True))
+
+
+def by_batch(results: pd.DataFrame) -> pd.DataFrame:
+    """`torch.fused` speed-ups against batch size, per hardware set at the hidden size and sequence length
+    with the most batch sizes measured (the batch sweep); `series` names precision and phase, `shape` the
+    hidden size and sequence length."""
+    table = speedups(results)
+    table = table[table.kernel == HEADLINE_KERNEL]
+    parts = []
+    for _, part in table.groupby("hardware_id", sort=True):
+        counts = part.groupby(["hidden", "timesteps"]).batch.nunique()
+        if counts.empty or counts.max() < 2:
+            continue
+        hidden, steps = counts.idxmax()
+        parts.append(part[(part.hidden == hidden) & (part.timesteps == steps)])
+    out = pd.concat(parts, ignore_index=True) if parts else table.iloc[0:0]
+    out = out.assign(series=out.precision + " " + out.phase,
+                     shape="H=" + out.hidden.astype(str) + " T=" + out.timesteps.astype(str))
+    return out.astype({"batch": int}).sort_values(["hardware_id", "series", "batch"]).reset_index(drop=True)
+
+
+def batch_figure(results: pd.DataFrame):
+    """`by_batch` as curves: speed-up against batch size, one line per precision and phase, the bootstrap
+    95% interval shaded, one panel per hardware set; None when no hardware set has a batch sweep."""
+    from matplotlib.ticker import FixedLocator, FormatStrFormatter, NullFormatter
+
+    grid = plots.curves(by_batch(results), x="batch", y="ratio", lo="ratio_lo", hi="ratio_hi", hue="series",
+                        row="hardware_id", col="shape", xlabel="batch size", ylabel="speed-up over fp32 (x)",
+                        hue_title="precision, phase", hline=1.0)
+    for ax in grid.axes.flat if grid is not None else []:
+        lo, hi = ax.get_ylim()
+        for ticks in ((0.5, 0.67, 0.8, 1, 1.25, 1.5, 2), (0.1, 0.2, 0.5, 1, 2, 5, 10), (0.01, 0.1, 1, 10, 100)):
+            inside = [t for t in ticks if lo <= t <= hi]
+            if ticks[0] <= lo and hi <= ticks[-1]:  # the finest set that spans the axis
+                break
+        ax.yaxis.set_major_locator(FixedLocator(inside))
+        ax.yaxis.set_major_formatter(FormatStrFormatter("%g"))
+        ax.yaxis.set_minor_formatter(NullFormatter())
+        ax.xaxis.set_major_formatter(FormatStrFormatter("%g"))
+    return grid
+
+
+# --- heatmaps ---------------------------------------------------------------------------------------------
+
+def heatmaps(results: pd.DataFrame, kernel: str = HEADLINE_KERNEL) -> list[plt.Figure]:
+    """Speed-up over fp32 as hidden size x timesteps heatmaps: one figure per hardware set and batch size
+    (those with at least two cells), a row per low precision and a column
+    per phase. A precision and phase that did not run shows its reason instead of a map."""
+    table = speedups(results)
+    table = table[table.kernel == kernel]
+    mine = results[results.kernel == kernel] if not results.empty else results
+    figures = []
+    for (hardware_id, batch), part in table.groupby(["hardware_id", "batch"], sort=True):
+        if len(part[["hidden", "timesteps"]].drop_duplicates()) < 2:
+            continue  # a batch size of the batch sweep: one cell, shown in the batch figure instead
+        cells = mine[(mine.hardware_id == hardware_id) & (mine.batch == batch)]
+        precisions = [p for p in LOW_PRECISIONS if p in set(cells.precision)]
+        phases = sorted(cells.phase.unique())
+        fig, axes = plt.subplots(len(precisions), len(phases), squeeze=False,
+                                 figsize=(4.6 * len(phases), 3.4 * len(precisions)))
+        for i, precision in enumerate(precisions):
+            for j, phase in enumerate(phases):
+                ax = axes[i][j]
+                here = part[(part.precision == precision) & (part.phase == phase)]
+                title = f"{hardware_id}\n{kernel}, {precision} over fp32, {phase}, batch {batch}"
+                if here.empty:
+                    reasons = cells[(cells.precision == precision) & (cells.phase == phase)
+                                    & (cells.status != "ok")].error.unique()
+                    ax.text(0.5, 0.5, "not measured:\n" + _wrap(reasons[0] if len(reasons) else "no fp32 pair"),
+                            ha="center", va="center", fontsize=8, transform=ax.transAxes)
+                    ax.set(title=title, xticks=[], yticks=[])
+                    ax.title.set_fontsize(9)
+                    continue
+                pivot = here.pivot_table(index="hidden", columns="timesteps", values="ratio")
+                plots.heatmap(pivot, title=title, xlabel="timesteps", ylabel="hidden size",
+                              cbar_label="speed-up over fp32 (x)", ax=ax, log=True)
+                ax.title.set_fontsize(9)
+        fig.tight_layout()
+        figures.append(fig)
+    return figures
+
+
+def _wrap(text: str, width: int = 48) -> str:
+    import textwrap
+
+    return "\n".join(textwrap.wrap(str(text), width)[:6])

@@ -1,0 +1,166 @@
+"""Claim 4's logic on synthetic result frames: the MPE formula, Table 2's pairs, the verdict rule
+(each outcome), the AMP precision per device, the overhead breakdown and the figures' averaging."""
+
+from __future__ import annotations
+
+import math
+
+import pandas as pd
+import pytest
+
+from lstmstudy import results
+from lstmstudy.claims import Outcome
+from lstmstudy.claims import frameworks_baseline as claim
+
+SHAPES = [(h, b, t) for h in (64, 256) for b in (1, 16) for t in (10, 50)]
+
+
+def rows(times: dict[tuple[str, str], float], hardware_id: str = "cpu-test", kind: str = "cpu",
+         shapes=SHAPES, config: str = "{}") -> list[dict]:
+    """One ok row per (kernel, precision) and shape; the median is `times[...]` x the shape's size."""
+    out = []
+    for (kernel, precision), factor in times.items():
+        for hidden, batch, timesteps in shapes:
+            median = factor * 1e-6 * hidden * batch * timesteps
+            out.append({"claim": claim.NAME, "kernel": kernel, "framework": kernel.split(".")[0],
+                        "device": kind, "device_kind": kind, "hardware_id": hardware_id, "precision": precision,
+                        "phase": "inference", "batch": batch, "timesteps": timesteps, "features": hidden,
+                        "hidden": hidden, "layers": 1, "bidirectional": False, "config": config,
+                        "threads": 2, "n_samples": 3, "median_s": median, "p25_s": median * 0.9,
+                        "p75_s": median * 1.1, "samples_s": [median] * 3, "observed_kernel": "test",
+                        "status": "ok", "error": ""})
+    return out
+
+
+def frame(*parts: list[dict]) -> pd.DataFrame:
+    data = pd.DataFrame([r for part in parts for r in part])
+    data["samples"] = data.pop("samples_s")
+    return data
+
+
+def base_times(fused: float, keras: float) -> dict[tuple[str, str], float]:
+    """torch.raw at 1, torch.fused at `fused`, keras.cudnn_auto at `keras` x torch.fused; and the rest."""
+    return {("torch.raw", "fp32"): 1.0, ("torch.raw_noinput", "fp32"): 0.8, ("torch.fused", "fp32"): fused,
+            ("keras.cudnn_auto", "fp32"): keras * fused, ("keras.impl1", "fp32"): 3 * keras * fused,
+            ("keras.impl2", "fp32"): 1.5 * keras * fused}
+
+
+def test_mpe_is_the_papers_formula():
+    # a second kernel 1.53x slower is "about 53% slower": -0.53, as DeepBench vs PyTorch in Table 2
+    assert claim.mpe([1.0], [1.53]) == pytest.approx(-0.53)
+    # below -1 is reachable (Table 2's -17.75), which dividing by the second time could never give
+    assert claim.mpe([1.0, 1.0], [1.0, 36.5]) == pytest.approx(-17.75)
+    assert claim.mpe([2.0], [1.0]) == pytest.approx(0.5)  # positive: the second is faster
+    assert math.isnan(claim.mpe([], []))
+
+
+def test_pairs_carry_every_seed_figure_of_table_2():
+    by_name = {p.name: p for p in claim.pairs()}
+    for first, second, seed in claim.SEED_TABLE2:
+        assert by_name[f"{first} vs {second}"].seed_mpe == seed
+    assert by_name["DeepBench vs PyTorch AMP"].first == ("torch.raw", "fp32")
+    assert by_name["DeepBench vs PyTorch AMP"].second == ("torch.fused", claim.AMP)
+    assert by_name["DeepBench skip-input vs PyTorch"].first == ("torch.raw_noinput", "fp32")
+
+
+@pytest.mark.parametrize(("fused", "keras", "outcome"), [
+    (1.5, 3.0, Outcome.REPRODUCED),
+    (1.05, 3.0, Outcome.PARTLY),       # PyTorch about as fast as the baseline, TensorFlow slower
+    (1.5, 0.8, Outcome.PARTLY),        # PyTorch 50% slower, TensorFlow faster than PyTorch
+    (2.5, 3.0, Outcome.PARTLY),        # PyTorch slower than the band
+    (1.05, 0.8, Outcome.NOT_REPRODUCED),
+])
+def test_verdict_rule(fused, keras, outcome):
+    (verdict,) = claim.verdicts(frame(rows(base_times(fused, keras))))
+    assert verdict.outcome == outcome
+    assert verdict.ours == pytest.approx(fused)
+    assert "CPU analogue" in verdict.statement
+
+
+def test_a_missing_half_is_not_measured():
+    times = base_times(1.5, 3.0)
+    del times[("keras.cudnn_auto", "fp32")]
+    (verdict,) = claim.verdicts(frame(rows(times)))
+    assert verdict.outcome == Outcome.NOT_MEASURED and "keras.cudnn_auto" in verdict.ours_text
+    times = base_times(1.5, 3.0)
+    del times[("torch.raw", "fp32")]
+    (verdict,) = claim.verdicts(frame(rows(times)))
+    assert verdict.outcome == Outcome.NOT_MEASURED and verdict.ours is None
+
+
+def test_failed_rows_do_not_count():
+    data = frame(rows(base_times(1.5, 3.0)))
+    data.loc[data.kernel == "torch.raw", "status"] = "error"
+    (verdict,) = claim.verdicts(data)
+    assert verdict.outcome == Outcome.NOT_MEASURED
+
+
+def test_table2_resolves_amp_per_device_and_keeps_sets_apart():
+    cpu = base_times(1.5, 3.0) | {("torch.fused", "bf16"): 0.75, ("keras.cudnn_auto", "bf16"): 9.0}
+    gpu = base_times(1.2, 20.0) | {("torch.fused", "fp16"): 0.6, ("torch.fused", "bf16"): 99.0}
+    data = frame(rows(cpu), rows(gpu, hardware_id="cuda-test", kind="cuda"))
+    table = claim.table2(data).set_index(["pair", "hardware_id"])
+    assert table.loc[("DeepBench vs PyTorch", "cpu-test"), "our MPE"] == pytest.approx(-0.5)
+    assert table.loc[("DeepBench vs PyTorch", "cuda-test"), "our MPE"] == pytest.approx(-0.2)
+    assert table.loc[("PyTorch vs PyTorch AMP", "cpu-test"), "second (ours)"] == "torch.fused@bf16"
+    assert table.loc[("PyTorch vs PyTorch AMP", "cpu-test"), "our MPE"] == pytest.approx(0.5)
+    assert table.loc[("PyTorch vs PyTorch AMP", "cuda-test"), "second (ours)"] == "torch.fused@fp16"
+    assert table.loc[("PyTorch vs PyTorch AMP", "cuda-test"), "our MPE"] == pytest.approx(0.5)
+    assert table.loc[("TF Mode 0 vs TF Mode 1", "cpu-test"), "our MPE"] == pytest.approx(-2.0)
+    assert table.loc[("TF Mode 0 vs TF Mode 0 AMP", "cuda-test"), "configurations"] == 0  # no fp16 Keras rows
+    assert math.isnan(table.loc[("TF Mode 0 vs TF Mode 0 AMP", "cuda-test"), "our MPE"])
+    wide = claim.table2_wide(data)
+    assert list(wide.pair) == [p.name for p in claim.pairs()]
+    assert "our MPE [cuda-test]" in wide.columns
+
+
+def test_faster_text_names_the_faster_framework_per_device():
+    data = frame(rows(base_times(1.5, 3.0)), rows(base_times(1.5, 0.5), hardware_id="cuda-test", kind="cuda"))
+    texts = claim.faster_text(data)
+    assert texts["cpu"].startswith("PyTorch is faster")
+    assert texts["cuda"].startswith("TensorFlow is faster")
+    assert claim.faster_text(frame(rows(base_times(1.5, 3.0))))["cuda"] == "not measured"
+
+
+def test_overhead_joins_profiler_rows_with_wall_times(tmp_path):
+    shape = [SHAPES[0]]
+    wall = rows({("torch.raw", "fp32"): 1.0, ("torch.fused", "fp32"): 2.0}, shapes=shape)
+    inside = rows({("torch.raw", "fp32"): 0.9, ("torch.fused", "fp32"): 0.95}, shapes=shape,
+                  config=results.config_text(claim.IN_KERNEL))
+    for row in wall + inside:  # through the store, so the config text is what a sweep writes
+        results.append(claim.NAME, row["hardware_id"], [row], tmp_path)
+    data = results.load(claim.NAME, tmp_path)
+    table = claim.overhead(data).set_index("kernel")
+    assert table.loc["torch.fused", "in-kernel share"] == pytest.approx(0.475)
+    assert table.loc["torch.raw", "in-kernel share"] == pytest.approx(0.9)
+    text = claim.overhead_text(data)["cpu"]
+    assert "2.00x torch.raw's wall time" in text and "1.06x its time inside the kernel" in text
+    # the profiler rows never enter the timed comparisons
+    assert len(claim.timed(data)) == 2
+
+
+def test_grid_quick_and_amp_precision():
+    points = claim.grid(quick=True, hiddens=[32, 64], batches=[2, 4], timesteps=[20, 40], device="cpu")
+    timed_points = [p for p in points if not p.config]
+    assert {p.shape.hidden for p in points} == {32} and {p.shape.timesteps for p in points} == {8}
+    assert all(p.shape.features == p.shape.hidden for p in points)
+    assert {p.precision for p in timed_points} == {"fp32", "bf16"}
+    assert {p.kernel for p in timed_points if p.precision == "bf16"} == set(claim.DEFAULT_AMP_KERNELS)
+    assert sorted(p.kernel for p in points if p.config) == sorted(claim.PROFILED)
+    full = claim.grid(quick=False, hiddens=[32, 64], batches=[2, 4], timesteps=[20, 40], device="cpu")
+    profiled = {(p.shape.hidden, p.shape.batch, p.shape.timesteps) for p in full if p.config}
+    assert profiled == {(32, 2, 20), (64, 4, 40)}
+    assert claim.amp_precision("cuda") == "fp16" and claim.amp_precision("cpu") == "bf16"
+
+
+def test_paper_figure_averages_over_common_configurations():
+    times = base_times(1.5, 3.0)
+    data = frame(rows(times))
+    data = data[~((data.kernel == "keras.impl1") & (data.hidden == 256))]  # one kernel lacks hidden 256
+    fig = claim.paper_figure(data, "batch")
+    panel = fig[fig.figure.str.startswith("all kernels")]
+    raw = panel[panel.label == claim.label("torch.raw", "fp32")].set_index("batch").median_s
+    # mean over hidden 64 only (the configurations every plotted kernel has) and both timesteps
+    assert raw[1] == pytest.approx(1e-6 * 64 * 1 * (10 + 50) / 2)
+    other = fig[fig.figure.str.startswith("PyTorch")]
+    assert claim.label("keras.impl1", "fp32") not in set(other.label)

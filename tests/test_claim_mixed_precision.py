@@ -1,0 +1,138 @@
+"""Claim 3's verdict logic on synthetic result frames: each outcome can come out, and the rule reads the
+right kernel, precision and shapes."""
+
+from __future__ import annotations
+
+import numpy as np
+import pandas as pd
+import pytest
+
+from lstmstudy.claims import Outcome
+from lstmstudy.claims import mixed_precision as claim
+
+CPU = "cpu-xeon-test-2t"
+GPU = "cuda-h100-test"
+
+
+def row(hardware_id: str, precision: str, phase: str, hidden: int, timesteps: int, ms: float, *,
+        kernel: str = "torch.fused", batch: int = 32, status: str = "ok", observed: str = "onednn",
+        error: str = "") -> dict:
+    samples = list(np.linspace(0.98, 1.02, 9) * ms / 1e3) if status == "ok" else []
+    return {"hardware_id": hardware_id, "device_kind": "cuda" if hardware_id.startswith("cuda-") else "cpu",
+            "kernel": kernel, "precision": precision, "phase": phase, "batch": batch, "timesteps": timesteps,
+            "features": 32, "hidden": hidden, "layers": 1, "bidirectional": False, "config": "{}",
+            "status": status, "error": error, "samples": samples,
+            "median_s": float(np.median(samples)) if samples else np.nan,
+            "observed_kernel": observed if status == "ok" else ""}
+
+
+def frame(hardware_id: str, small: float, large: float, precision: str = "bf16",
+          phases: tuple[str, ...] = ("inference", "train")) -> pd.DataFrame:
+    """fp32 at 10 ms everywhere; `precision` `small`x faster at H=64 T=16, `large`x faster at H=1024 T=64,
+    and 1.0x at the shapes in between."""
+    rows = []
+    for phase in phases:
+        for hidden, steps, speedup in ((64, 16, small), (64, 64, 1.0), (1024, 16, 1.0), (1024, 64, large)):
+            rows.append(row(hardware_id, "fp32", phase, hidden, steps, 10.0))
+            rows.append(row(hardware_id, precision, phase, hidden, steps, 10.0 / speedup))
+    return pd.DataFrame(rows)
+
+
+def outcome(data: pd.DataFrame, hardware_id: str = CPU) -> Outcome:
+    return next(v.outcome for v in claim.verdicts(data) if v.hardware_id == hardware_id)
+
+
+def test_speedup_is_fp32_over_low_precision():
+    data = pd.DataFrame([row(CPU, "fp32", "inference", 64, 16, 2.0), row(CPU, "bf16", "inference", 64, 16, 1.0)])
+    table = claim.speedups(data)
+    assert len(table) == 1 and table.ratio[0] == pytest.approx(2.0)
+    assert table.ratio_lo[0] <= 2.0 <= table.ratio_hi[0]
+    assert table.fp32_ms[0] == pytest.approx(2.0) and table.low_ms[0] == pytest.approx(1.0)
+
+
+@pytest.mark.parametrize(("small", "large", "expected"), [
+    (1.0, 1.5, Outcome.REPRODUCED),          # not faster when small, faster when large
+    (1.3, 1.5, Outcome.PARTLY),              # faster everywhere: part (i) fails
+    (0.8, 1.05, Outcome.PARTLY),             # slower when small, no gain when large: part (ii) fails
+    (1.3, 1.0, Outcome.NOT_REPRODUCED),      # the reverse of the claim
+])
+def test_each_outcome(small, large, expected):
+    assert outcome(frame(CPU, small, large)) == expected
+
+
+def test_thresholds_are_inclusive():
+    assert outcome(frame(CPU, claim.SMALL_MAX, claim.LARGE_MIN)) == Outcome.REPRODUCED
+
+
+def test_the_phases_are_combined_by_geometric_mean():
+    inference = frame(CPU, 1.0, 1.5, phases=("inference",))
+    train = frame(CPU, 1.2, 1.5, phases=("train",))  # geometric mean of 1.0 and 1.2 is 1.095 > 1.05
+    verdict = claim.verdicts(pd.concat([inference, train], ignore_index=True))[0]
+    assert verdict.outcome == Outcome.PARTLY
+    assert "1.10x at the smallest" in verdict.ours_text and verdict.ours == pytest.approx(1.5)
+
+
+def test_the_headline_precision_depends_on_the_device_kind():
+    # a GPU reads fp16: bf16 rows that would reproduce the claim are not what it reads
+    gpu = pd.concat([frame(GPU, 1.0, 1.5, precision="bf16"), frame(GPU, 1.3, 1.0, precision="fp16")])
+    assert outcome(gpu, GPU) == Outcome.NOT_REPRODUCED
+    # a CPU reads bf16: fp16 rows alone leave it unmeasured
+    assert outcome(frame(CPU, 1.0, 1.5, precision="fp16")) == Outcome.NOT_MEASURED
+
+
+def test_other_kernels_and_skipped_rows_do_not_count():
+    data = frame(CPU, 1.0, 1.5)
+    keras = frame(CPU, 1.3, 1.0).assign(kernel="keras.cudnn_auto")
+    skipped = pd.DataFrame([row(CPU, "bf16", "train", 4096, 64, 1.0, status="skipped", error="no primitive")])
+    assert outcome(pd.concat([data, keras, skipped], ignore_index=True)) == Outcome.REPRODUCED
+
+
+def test_smallest_and_largest_are_by_flops_not_by_grid_position():
+    data = frame(CPU, 1.0, 1.5, phases=("inference",))
+    # a batch-sweep point, 2x faster: H=256 T=64 at batch 1 is 3.8e7 FLOPs, more than H=64 T=16 at batch 32 (2.5e7)
+    sweep = pd.DataFrame([row(CPU, "fp32", "inference", 256, 64, 10.0, batch=1),
+                          row(CPU, "bf16", "inference", 256, 64, 5.0, batch=1)])
+    ends = claim.extremes(pd.concat([data, sweep], ignore_index=True)).set_index("end")
+    assert ends.loc["smallest", "shape"] == "H=64 T=16 B=32"
+    assert ends.loc["largest", "shape"] == "H=1024 T=64 B=32"
+    # at 8 timesteps it is 4.7e6 FLOPs, the smallest configuration: part (i) now fails
+    shorter = pd.concat([data, sweep.assign(timesteps=8)], ignore_index=True)
+    assert claim.extremes(shorter).set_index("end").loc["smallest", "shape"] == "H=256 T=8 B=1"
+    assert outcome(shorter) == Outcome.PARTLY
+
+
+def test_one_shape_or_no_data_is_not_measured():
+    one = pd.DataFrame([row(CPU, "fp32", "inference", 64, 16, 2.0), row(CPU, "bf16", "inference", 64, 16, 2.0)])
+    verdicts = claim.verdicts(one)
+    assert [v.outcome for v in verdicts] == [Outcome.NOT_MEASURED] and verdicts[0].ours is None
+    assert claim.verdicts(pd.DataFrame(columns=one.columns)) == []
+
+
+def test_grid_interleaves_precisions_and_puts_keras_per_device_kind():
+    kwargs = dict(quick=False, hiddens=[64, 256], timesteps=[16, 64], batches=[32], batch_sweep=[1, 32],
+                  sweep_hidden=256, keras_cpu_hidden=64, keras_cpu_timesteps=16, features=32,
+                  precisions=["fp16", "bf16"], phases=["inference"])
+    cpu = claim.grid(kind="cpu", **kwargs)
+    assert [p.precision for p in cpu[:3]] == ["fp32", "bf16", "fp16"]
+    assert len({p.shape for p in cpu[:3]}) == 1
+    keras = [p for p in cpu if p.kernel == claim.KERAS_KERNEL]
+    assert {(p.shape.hidden, p.shape.timesteps) for p in keras} == {(64, 16)}
+    # the batch sweep's batch 32 point is the heatmap's (256, 64) point: stored once
+    fused = [p for p in cpu if p.kernel == claim.HEADLINE_KERNEL]
+    assert len(fused) == len({p.key() for p in fused}) == 3 * (4 + 1)
+    gpu = claim.grid(kind="cuda", **kwargs)
+    assert len([p for p in gpu if p.kernel == claim.KERAS_KERNEL]) == 3 * 4
+    quick = claim.grid(kind="cpu", **{**kwargs, "quick": True})
+    assert {p.shape.hidden for p in quick if p.kernel == claim.HEADLINE_KERNEL} == {64, 256}
+    assert max(p.shape.timesteps for p in quick) <= 16
+
+
+def test_tables_show_what_ran_and_what_did_not():
+    data = pd.concat([frame(CPU, 1.0, 1.5, phases=("inference",)),
+                      pd.DataFrame([row(CPU, "fp16", "train", 64, 16, 1.0, status="skipped", error="oneDNN: no")])],
+                     ignore_index=True)
+    observed = claim.observed_table(data).set_index(["kernel", "phase"])
+    assert observed.loc[("torch.fused", "inference"), "bf16"] == "onednn (4)"
+    assert observed.loc[("torch.fused", "train"), "fp16"] == "skipped"
+    skipped = claim.skipped_table(data)
+    assert skipped.reason.tolist() == ["oneDNN: no"]
