@@ -30,7 +30,7 @@ from lstmstudy.shapes import LSTMShape
 SHAPES = (LSTMShape(batch=1, timesteps=32, features=8, hidden=64),
           LSTMShape(batch=64, timesteps=100, features=128, hidden=256))
 QUICK_SHAPES = (LSTMShape(batch=1, timesteps=4, features=4, hidden=8),)
-TIMING = dict(warmup=5, min_time=0.5, max_time=10.0)
+TIMING = dict(warmup=5, min_time=0.3, max_time=2.0)
 QUICK_TIMING = dict(warmup=1, min_time=0.01, max_time=0.1, min_samples=5)
 REFERENCE = "torch.fused"
 
