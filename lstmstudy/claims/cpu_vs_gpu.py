@@ -36,6 +36,7 @@ import torch
 
 from lstmstudy import hardware, sweep
 from lstmstudy.claims import Outcome, Verdict, bootstrap_median, bootstrap_ratio, timing_options
+from lstmstudy.claims.cudnn_fallback import blog_autoencoder
 from lstmstudy.errors import Skip
 from lstmstudy.shapes import LSTMShape
 
@@ -61,7 +62,7 @@ KERNELS: dict[str, tuple[str, str]] = {
 WORKLOADS = ("autoencoder", "bilstm_imdb")
 FRAMEWORKS = ("keras", "torch")
 #: The blog's autoencoder: layer sizes and dropout (timesteps and features are parameters; see above).
-AUTOENCODER = {"hidden": 64, "hidden2": 32, "dropout": 0.2, "negative_slope": 0.05}
+AUTOENCODER = {"hidden": 64, "hidden2": 32, "dropout": 0.2}
 #: Keras's imdb_bidirectional_lstm.py: vocabulary, embedding width, LSTM units per direction, dropout.
 BILSTM = {"vocab": 20000, "embed": 128, "hidden": 64, "dropout": 0.5}
 LEARNING_RATE = 1e-3
@@ -151,27 +152,18 @@ def keras_model(point: sweep.Point, cpu: bool = False):
 
     keras = _keras()
     s = point.shape
-    lstm = partial(keras.layers.LSTM, use_cudnn=False) if cpu else keras.layers.LSTM
+    use_cudnn = False if cpu else "auto"
     if point.config["workload"] == "autoencoder":
-        model = keras.Sequential([
-            keras.Input(shape=(s.timesteps, s.features), batch_size=s.batch),
-            lstm(s.hidden, activation=keras.layers.ReLU(negative_slope=AUTOENCODER["negative_slope"]),
-                 return_sequences=True),
-            keras.layers.Dropout(AUTOENCODER["dropout"]),
-            lstm(int(point.config["hidden2"])),
-            keras.layers.Dropout(AUTOENCODER["dropout"]),
-            keras.layers.Dense(s.features),
-        ])
-        model.compile(loss="mean_squared_error", optimizer=keras.optimizers.Adam(learning_rate=LEARNING_RATE))
-    else:
-        model = keras.Sequential([
-            keras.Input(shape=(s.timesteps,), batch_size=s.batch, dtype="int32"),
-            keras.layers.Embedding(int(point.config["vocab"]), s.features),
-            keras.layers.Bidirectional(lstm(s.hidden)),
-            keras.layers.Dropout(BILSTM["dropout"]),
-            keras.layers.Dense(1, activation="sigmoid"),
-        ])
-        model.compile(loss="binary_crossentropy", optimizer=keras.optimizers.Adam(learning_rate=LEARNING_RATE))
+        return blog_autoencoder(batch=s.batch, timesteps=s.timesteps, features=s.features, hidden=s.hidden,
+                                hidden2=int(point.config["hidden2"]), use_cudnn=use_cudnn)
+    model = keras.Sequential([
+        keras.Input(shape=(s.timesteps,), batch_size=s.batch, dtype="int32"),
+        keras.layers.Embedding(int(point.config["vocab"]), s.features),
+        keras.layers.Bidirectional(keras.layers.LSTM(s.hidden, use_cudnn=use_cudnn)),
+        keras.layers.Dropout(BILSTM["dropout"]),
+        keras.layers.Dense(1, activation="sigmoid"),
+    ])
+    model.compile(loss="binary_crossentropy", optimizer=keras.optimizers.Adam(learning_rate=LEARNING_RATE))
     return model
 
 

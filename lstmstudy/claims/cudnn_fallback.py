@@ -143,18 +143,26 @@ def blog_points(phases: Sequence[str]) -> list[sweep.Point]:
             for phase in phases for activation in BLOG_ACTIVATIONS]
 
 
-def _blog_model(activation: str):
-    import keras
+def blog_autoencoder(*, batch: int, timesteps: int, features: int, activation: str = "leaky_relu",
+                     hidden: int = 64, hidden2: int = 32, use_cudnn: bool | str = "auto"):
+    """The blog post's model, compiled as the post compiles it (also claim 2's Keras autoencoder).
 
+    LSTM(hidden, activation, return_sequences) -> Dropout(0.2) -> LSTM(hidden2) -> Dropout(0.2) ->
+    Dense(features), MSE, Adam(1e-3). `activation`: "leaky_relu" (the post's ReLU(negative_slope=0.05),
+    which loses cuDNN) or "tanh" (Keras's default). `use_cudnn=False` keeps a CPU measurement on the CPU
+    on a machine that also has a GPU.
+    """
+    from lstmstudy.kernels.keras_kernels import _keras
+
+    keras = _keras()
     act = keras.layers.ReLU(negative_slope=0.05) if activation == "leaky_relu" else "tanh"
-    s = BLOG_SHAPE
     model = keras.Sequential([
-        keras.Input(shape=(s.timesteps, s.features), batch_size=s.batch),
-        keras.layers.LSTM(64, activation=act, return_sequences=True),
+        keras.Input(shape=(timesteps, features), batch_size=batch),
+        keras.layers.LSTM(hidden, activation=act, return_sequences=True, use_cudnn=use_cudnn),
         keras.layers.Dropout(0.2),
-        keras.layers.LSTM(32),
+        keras.layers.LSTM(hidden2, use_cudnn=use_cudnn),
         keras.layers.Dropout(0.2),
-        keras.layers.Dense(s.features),
+        keras.layers.Dense(features),
     ])
     model.compile(loss="mean_squared_error", optimizer=keras.optimizers.Adam(learning_rate=0.001))
     return model
@@ -174,7 +182,8 @@ def _measure_blog(point: sweep.Point, device, **timing_kwargs) -> sweep.Outcome:
     y = rng.standard_normal((s.batch, s.features)).astype("float32")
     tf_backend = keras.backend.backend() == "tensorflow"
     with keras.device(("/GPU:0" if device.type == "cuda" else "/CPU:0") if tf_backend else str(device)):
-        model = _blog_model(str(point.config["activation"]))
+        model = blog_autoencoder(batch=s.batch, timesteps=s.timesteps, features=s.features,
+                                 activation=str(point.config["activation"]))
         step = (lambda: model.train_on_batch(x, y)) if point.phase == "train" else (lambda: model.predict_on_batch(x))
         m = time_call(step, sync=tf_sync() if tf_backend else sync_for(device), **timing_kwargs)
     report = explain_cudnn(model, device="auto")
