@@ -21,6 +21,7 @@ import torch
 
 from lstmstudy import hardware, results, sweep
 from lstmstudy.errors import Skip
+from lstmstudy.kernels.torch_kernels import DTYPES
 from lstmstudy.shapes import LSTMShape
 from lstmstudy.sweep import Outcome, Point
 from lstmstudy.timing import measure as time_call
@@ -28,7 +29,6 @@ from lstmstudy.timing import sync_for
 
 CLAIM = "roofline"
 KERNEL = "gemm"
-DTYPES = {"fp32": torch.float32, "fp16": torch.float16, "bf16": torch.bfloat16}
 DEFAULT_SIZES = {"cpu": (2048,), "cuda": (8192,)}
 QUICK_SIZES = {"cpu": (256,), "cuda": (1024,)}
 

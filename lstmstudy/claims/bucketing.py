@@ -310,7 +310,7 @@ def _keras_model(keras, s: LSTMShape):
 
 def _keras_steps(point: sweep.Point, device, sample: data.BatchPlan):
     """Keras with masking: one traced `tf.function` for every width (TensorFlow) or eager calls (torch)."""
-    from lstmstudy.kernels.keras_kernels import _keras, graph_kernel, profiled_kernel
+    from lstmstudy.kernels.keras_kernels import _keras, graph_kernel, profiled_kernel, tf_device
     from lstmstudy.timing import sync_for, tf_sync
 
     keras = _keras()
@@ -321,7 +321,7 @@ def _keras_steps(point: sweep.Point, device, sample: data.BatchPlan):
     if backend == "tensorflow":
         import tensorflow as tf
 
-        name = "/CPU:0" if device.type == "cpu" else f"/GPU:{device.index or 0}"
+        name = tf_device(device)
         with tf.device(name):
             model = _keras_model(keras, s)
             optimizer = keras.optimizers.SGD(learning_rate=0.01)

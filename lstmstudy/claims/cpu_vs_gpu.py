@@ -170,7 +170,7 @@ def keras_model(point: sweep.Point, cpu: bool = False):
 def _measure_keras(point: sweep.Point, device: torch.device, **timing_kwargs) -> sweep.Outcome:
     """`train_on_batch` (what `fit` runs per step), on the device Keras's backend is pinned to."""
     from lstmstudy.kernels.criteria import explain_cudnn
-    from lstmstudy.kernels.keras_kernels import _keras, unavailable
+    from lstmstudy.kernels.keras_kernels import _keras, tf_device, unavailable
     from lstmstudy.timing import measure as time_call
     from lstmstudy.timing import sync_for, tf_sync
 
@@ -179,7 +179,7 @@ def _measure_keras(point: sweep.Point, device: torch.device, **timing_kwargs) ->
     keras = _keras()
     tf_backend = keras.backend.backend() == "tensorflow"
     x, y = _data(point)
-    name = (("/GPU:%d" % (device.index or 0)) if device.type == "cuda" else "/CPU:0") if tf_backend else str(device)
+    name = tf_device(device) if tf_backend else str(device)
     with keras.device(name):
         model = keras_model(point, cpu=device.type == "cpu")
         m = time_call(lambda: model.train_on_batch(x, y), sync=tf_sync() if tf_backend else sync_for(device),

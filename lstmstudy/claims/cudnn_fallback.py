@@ -173,6 +173,7 @@ def _measure_blog(point: sweep.Point, device, **timing_kwargs) -> sweep.Outcome:
     import keras
 
     from lstmstudy.kernels.criteria import explain_cudnn
+    from lstmstudy.kernels.keras_kernels import tf_device
     from lstmstudy.timing import measure as time_call
     from lstmstudy.timing import sync_for, tf_sync
 
@@ -181,7 +182,7 @@ def _measure_blog(point: sweep.Point, device, **timing_kwargs) -> sweep.Outcome:
     x = rng.standard_normal((s.batch, s.timesteps, s.features)).astype("float32")
     y = rng.standard_normal((s.batch, s.features)).astype("float32")
     tf_backend = keras.backend.backend() == "tensorflow"
-    with keras.device(("/GPU:0" if device.type == "cuda" else "/CPU:0") if tf_backend else str(device)):
+    with keras.device(tf_device(device) if tf_backend else str(device)):
         model = blog_autoencoder(batch=s.batch, timesteps=s.timesteps, features=s.features,
                                  activation=str(point.config["activation"]))
         step = (lambda: model.train_on_batch(x, y)) if point.phase == "train" else (lambda: model.predict_on_batch(x))

@@ -32,11 +32,9 @@ import torch
 from lstmstudy.errors import Skip, UnknownKernel
 from lstmstudy.hardware import resolve_device
 from lstmstudy.shapes import LSTMShape
-from lstmstudy.sweep import Outcome
+from lstmstudy.sweep import PHASES, PRECISIONS, Outcome
 from lstmstudy.timing import Sync, measure
 
-PRECISIONS = ("fp32", "fp16", "bf16")
-PHASES = ("inference", "train")
 
 
 @dataclass

@@ -99,7 +99,7 @@ def _build(name: str, layer_kwargs: dict[str, object], shape: LSTMShape, device:
         raise ValueError(f"weights are for {weights.shape}, not {shape}")
     keras = _keras()
     backend = keras.backend.backend()
-    device_name = _tf_device(device) if backend == "tensorflow" else str(device)
+    device_name = tf_device(device) if backend == "tensorflow" else str(device)
     with keras.device(device_name):
         model = _stack(keras, shape, POLICIES[precision], layer_kwargs)
         cells = _cells(keras, model)
@@ -182,7 +182,8 @@ def _numpy(keras, tensor) -> np.ndarray:
     return np.asarray(keras.ops.convert_to_numpy(keras.ops.cast(tensor, "float32")))
 
 
-def _tf_device(device: torch.device) -> str:
+def tf_device(device: torch.device) -> str:
+    """TensorFlow's name for a torch device (`/CPU:0`, `/GPU:N`)."""
     return "/CPU:0" if device.type == "cpu" else f"/GPU:{device.index or 0}"
 
 
