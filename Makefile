@@ -2,6 +2,11 @@
 #   make book   set up .venv, reproduce the study on this machine at its default grids, build the HTML book
 #   make test   set up .venv if needed, run the test suite
 # DEVICE=cuda picks the GPU for `make book`; QUICK=1 shrinks every grid.
+# Two more:
+#   make html        render the committed pages only, in a lean .venv-book (requirements/book.txt:
+#                    jupyter-book, no torch or TensorFlow); `make book` renders with the full .venv instead
+#   make wheelhouse  download into wheelhouse/ the wheels an offline GPU node lacks to run
+#                    `lstmstudy measure` (keras, namex, optree; CPython 3.12, manylinux x86_64 by default)
 
 PYTHON ?= python3
 VENV ?= .venv
@@ -9,8 +14,16 @@ BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 DEVICE ?= auto
 QUICK ?=
+# the environment `make html` renders with: the lean one by default, the full one under `make book`
+BOOK_VENV ?= .venv-book
+BOOK_BIN := $(BOOK_VENV)/bin
+# what an offline GPU node lacks (it has torch, numpy, pandas, h5py, ml-dtypes, rich...; see README)
+WHEEL_PYTHON ?= 3.12
+WHEEL_PLATFORMS ?= manylinux_2_28_x86_64 manylinux_2_27_x86_64 manylinux_2_17_x86_64 manylinux2014_x86_64
+WHEELS ?= keras>=3.14,<4 namex optree
+WHEELHOUSE ?= wheelhouse
 
-.PHONY: install browser book reproduce html test clean
+.PHONY: install browser book reproduce html test clean wheelhouse
 
 install: $(STAMP) browser
 
@@ -35,13 +48,37 @@ browser:
 	    echo "note: chromium is missing and cannot be installed here (needs root and apt-get); tests/test_browser.py will fail"; \
 	  fi; }
 
-book: reproduce html
+# reproduce, then render with the full .venv that reproduce needed anyway
+book: reproduce
+	$(MAKE) html BOOK_VENV=$(VENV)
 
 reproduce: $(STAMP)
 	$(BIN)/lstmstudy reproduce --device $(DEVICE) $(if $(QUICK),--quick)
 
-html: $(STAMP)
-	$(BIN)/lstmstudy book
+# The pages are notebooks already executed, so rendering needs only jupyter-book; the package goes in
+# without its dependencies, for the `lstmstudy` command (which needs only PyYAML to check the pages).
+ifeq ($(BOOK_VENV),$(VENV))
+BOOK_STAMP := $(STAMP)
+else
+BOOK_STAMP := $(BOOK_VENV)/.installed
+$(BOOK_STAMP): requirements/book.txt pyproject.toml
+	$(PYTHON) -m venv $(BOOK_VENV)
+	$(BOOK_BIN)/python -m pip install --quiet --upgrade pip
+	$(BOOK_BIN)/python -m pip install --quiet -r requirements/book.txt
+	$(BOOK_BIN)/python -m pip install --quiet --no-deps -e .
+	touch $@
+endif
+
+html: $(BOOK_STAMP)
+	$(BOOK_BIN)/lstmstudy book
+
+# Wheels only, no dependencies beyond the list: the node has the rest (README, "Measure on an offline
+# GPU node"). Emptied first, so that `pip install wheelhouse/*.whl` never meets two versions of one package.
+wheelhouse:
+	rm -rf $(WHEELHOUSE)
+	$(PYTHON) -m pip download --quiet --no-deps --only-binary=:all: --python-version $(WHEEL_PYTHON) \
+	  --implementation cp $(addprefix --platform ,$(WHEEL_PLATFORMS)) -d $(WHEELHOUSE) $(foreach w,$(WHEELS),'$(w)')
+	@ls -1 $(WHEELHOUSE); du -sh $(WHEELHOUSE)
 
 test: $(STAMP) browser
 	$(BIN)/python -m pytest

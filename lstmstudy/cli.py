@@ -1,7 +1,9 @@
-"""`lstmstudy env | reproduce | book`: the study's command line.
+"""`lstmstudy env | measure | reproduce | book`: the study's command line.
 
-User mistakes (an unknown claim, `--device cuda` without a GPU, a corrupt results file) end with one
-line on stderr and exit status 2, never a traceback.
+`measure` only measures: it imports no papermill, Jupyter, IPython or TensorFlow, so it runs on a GPU node
+that has PyTorch and little else. `reproduce` measures through the notebooks and renders them; `book`
+only renders. User mistakes (an unknown claim, `--device cuda` without a GPU, a corrupt results file)
+end with one line on stderr and exit status 2, never a traceback.
 """
 
 from __future__ import annotations
@@ -12,8 +14,8 @@ import subprocess
 import sys
 from pathlib import Path
 
-from lstmstudy import hardware
 from lstmstudy.errors import StudyError
+from lstmstudy.toc import missing_pages
 
 ROOT = Path(__file__).resolve().parent.parent
 NOTEBOOKS = ROOT / "notebooks"
@@ -21,6 +23,8 @@ BOOK = ROOT / "book"
 EXECUTED = BOOK / "claims"
 #: pages rendered from every stored result set after the claims: notebooks/<name>.ipynb -> book/<name>.ipynb
 SUMMARY_PAGES = ("ledger", "conclusions")
+#: what notebook kernels write to their stderr outside the pages (native library logs)
+LOGS = ROOT / "_build" / "logs"
 
 
 def claim_notebooks(folder: Path = NOTEBOOKS) -> dict[str, Path]:
@@ -35,7 +39,7 @@ def summary_notebooks(folder: Path = NOTEBOOKS) -> dict[str, Path]:
 
 def select_claims(requested: list[str] | None, available: dict[str, Path]) -> dict[str, Path]:
     """Match `--claims` by number (`01`), name (`cudnn_fallback`) or stem; unknown ones are an error."""
-    if not requested:
+    if not requested or requested == ["all"]:
         return available
     chosen = {}
     for want in requested:
@@ -48,6 +52,12 @@ def select_claims(requested: list[str] | None, available: dict[str, Path]) -> di
 
 
 def cmd_env(args: argparse.Namespace) -> int:
+    from lstmstudy import hardware
+
+    if args.check:
+        from lstmstudy import check
+
+        return check.run(args.device)
     fp = hardware.fingerprint(hardware.resolve_device(args.device))
     if args.json:
         print(json.dumps(fp.as_dict(), indent=2))
@@ -57,27 +67,65 @@ def cmd_env(args: argparse.Namespace) -> int:
     return 0
 
 
+def cmd_measure(args: argparse.Namespace) -> int:
+    from lstmstudy import hardware
+    from lstmstudy.backends import chosen_note
+    from lstmstudy.claims import lookup
+    from lstmstudy.sweep import Deadline
+    from lstmstudy.terminal import native_stderr_to
+
+    if args.deadline is not None and not args.deadline > 0:
+        raise StudyError(f"--deadline must be a positive number of seconds, got {args.deadline:g}")
+    chosen = lookup(args.claims)
+    device = str(hardware.resolve_device(args.device))  # fail before anything else if the device is not here
+    if note := chosen_note():
+        print(f"note: {note}")
+    deadline = Deadline.after(args.deadline)
+    left = 0
+    log = LOGS / "measure.log"
+    print(f"native library logs (TensorFlow, the profiler) go to {log}")
+    with native_stderr_to(log):
+        for claim in chosen:
+            for report in claim.run(device, quick=args.quick, root=args.results_dir,
+                                    retry_errors=args.retry_errors, deadline=deadline, progress=not args.no_progress):
+                print(report, flush=True)
+                left += report.left
+    print(f"{left} point(s) left for the next call: run the same command again to resume" if left
+          else "nothing left to measure for these claims on this device")
+    return 0
+
+
 def _execute(source: Path, target: Path, parameters: dict, progress: bool) -> None:
     import papermill
 
+    from lstmstudy.terminal import native_stderr_to
+
     try:
-        papermill.execute_notebook(str(source), str(target), kernel_name="python3", cwd=str(ROOT),
-                                   progress_bar=progress, parameters=parameters)
+        # the notebook kernels' native stderr (TensorFlow's C++ start-up logs) goes to a log, not the terminal
+        with native_stderr_to(LOGS / f"{source.stem}.log"):
+            papermill.execute_notebook(str(source), str(target), kernel_name="python3", cwd=str(ROOT),
+                                       progress_bar=progress, parameters=parameters)
     except papermill.PapermillExecutionError as exc:
         raise StudyError(f"{source.name} failed in cell {exc.exec_count}: {exc.ename}: {exc.evalue} "
                          f"(the executed copy with the traceback is {target})") from None
 
 
 def cmd_reproduce(args: argparse.Namespace) -> int:
+    from lstmstudy import hardware
+    from lstmstudy.backends import chosen_note
+
     hardware.resolve_device(args.device)  # fail before running anything if the device is not here
     notebooks = select_claims(args.claims, claim_notebooks(args.notebooks))
     if not notebooks:
         print(f"no claim notebooks in {args.notebooks} yet; nothing to reproduce")
         return 0
+    if note := chosen_note():
+        print(f"note: {note}")
     args.out.mkdir(parents=True, exist_ok=True)
     for stem, source in notebooks.items():
         target = args.out / source.name
-        print(f"{stem}: measuring on {args.device}{' (quick grid)' if args.quick else ''} -> {target}")
+        doing = "rendering the stored results" if args.no_measure else f"measuring on {args.device}"
+        print(f"{stem}: {doing}{' (quick grid)' if args.quick and not args.no_measure else ''} -> {target}")
         _execute(source, target, {"device": args.device, "measure": not args.no_measure, "quick": args.quick},
                  progress=not args.no_progress)
     # the ledger and the conclusions read every stored result set, so they are rendered after any claim
@@ -87,14 +135,6 @@ def cmd_reproduce(args: argparse.Namespace) -> int:
         print(f"{name}: rendering from every stored result set -> {target}")
         _execute(source, target, {}, progress=not args.no_progress)
     return 0
-
-
-def missing_pages(root: Path = ROOT) -> list[str]:
-    """The pages of the table of contents that do not exist yet (executed pages before `reproduce`)."""
-    from lstmstudy.ledger import toc_files
-
-    return [name for name in toc_files(root / "_toc.yml")
-            if not any((root / f"{name}{suffix}").exists() for suffix in (".md", ".ipynb"))]
 
 
 def cmd_book(args: argparse.Namespace) -> int:
@@ -117,7 +157,22 @@ def parser() -> argparse.ArgumentParser:
     env = sub.add_parser("env", help="print this machine's hardware fingerprint and result-set id")
     env.add_argument("--device", default="auto", help="auto, cpu, cuda or cuda:N (default: auto)")
     env.add_argument("--json", action="store_true", help="print JSON")
+    env.add_argument("--check", action="store_true",
+                     help="smoke check before a sweep: kernels and dtypes really run, TF32, NVML, Keras backend; "
+                          "exits 1 if anything would spoil a sweep")
     env.set_defaults(func=cmd_env)
+
+    mea = sub.add_parser("measure", help="measure claims' default grids for a device into results/ (no notebooks)")
+    mea.add_argument("--claims", nargs="+", metavar="CLAIM",
+                     help="claims by number, name or stem, 'kernels' for the kernel benchmark (default: all)")
+    mea.add_argument("--device", default="auto", help="auto, cpu, cuda or cuda:N (default: auto)")
+    mea.add_argument("--quick", action="store_true", help="shrink every grid (a smoke run)")
+    mea.add_argument("--deadline", type=float, metavar="SECONDS",
+                     help="stop cleanly between points after this many seconds; the next call resumes")
+    mea.add_argument("--retry-errors", action="store_true", help="measure again points stored as errors")
+    mea.add_argument("--results-dir", type=Path, help="results root (default: $LSTMSTUDY_RESULTS or results/)")
+    mea.add_argument("--no-progress", action="store_true", help="hide the progress bars")
+    mea.set_defaults(func=cmd_measure)
 
     rep = sub.add_parser("reproduce", help="run the claim notebooks with papermill (measure, then render into "
                                            "book/), then render the ledger and the conclusions")

@@ -22,6 +22,10 @@ class UnknownKernel(StudyError, KeyError):
         return str(self.args[0]) if self.args else ""
 
 
+class DeviceFailed(StudyError):
+    """The GPU failed in a way that leaves this process unable to use it (an illegal address, say)."""
+
+
 class Skip(StudyError):
     """A configuration that cannot run here (no GPU, no bf16 support, ...); the reason is stored."""
 

@@ -6,6 +6,7 @@ carries a short `hardware_id` and the full fingerprint is stored once beside the
 
 from __future__ import annotations
 
+import hashlib
 import os
 import platform
 import re
@@ -17,6 +18,7 @@ from pathlib import Path
 
 import torch
 
+from lstmstudy.backends import keras_backend
 from lstmstudy.errors import DeviceUnavailable
 
 DEVICE_REQUESTS = "'auto', 'cpu', 'cuda' or 'cuda:N'"
@@ -89,28 +91,48 @@ def _ram_gb() -> float:
         return 0.0
 
 
-def _git_commit() -> str:
+def _git(*args: str) -> str | None:
     try:
-        root = Path(__file__).resolve().parent.parent
-        out = subprocess.run(["git", "-C", str(root), "rev-parse", "--short=12", "HEAD"],
+        out = subprocess.run(["git", "-C", str(Path(__file__).resolve().parent.parent), *args],
                              capture_output=True, text=True, timeout=5)
-        return out.stdout.strip() if out.returncode == 0 else ""
     except (OSError, subprocess.SubprocessError):
-        return ""
+        return None
+    return out.stdout.strip() if out.returncode == 0 else None
 
 
-def _nvidia_driver() -> str:
+def git_state() -> tuple[str, bool | None]:
+    """The checkout's commit and whether it has uncommitted changes to tracked files.
+
+    A copy without `.git` (a GPU node, an unpacked archive) reads `$LSTMSTUDY_GIT_COMMIT` instead:
+    `<commit>` or `<commit>+dirty`. Unknown: ("", None).
+    """
+    commit = _git("rev-parse", "--short=12", "HEAD")
+    if commit is not None:
+        return commit, bool(_git("status", "--porcelain", "--untracked-files=no"))
+    if env := os.environ.get("LSTMSTUDY_GIT_COMMIT", "").strip():
+        commit, _, flag = env.partition("+")
+        return commit, flag == "dirty"
+    return "", None
+
+
+def host_tag() -> str:
+    """A short, stable tag for this host: GPU result sets from two machines with the same GPU model stay
+    apart. `$LSTMSTUDY_HOST` names the host where its hostname changes at every boot (rented VMs)."""
+    name = os.environ.get("LSTMSTUDY_HOST") or platform.node() or "unknown"
+    return hashlib.sha256(name.encode()).hexdigest()[:6]
+
+
+def _gpu_facts(device: torch.device) -> dict:
+    """NVML's view of the GPU (driver, clocks, power limit, persistence); empty where NVML is missing."""
     try:
-        import pynvml
-
-        pynvml.nvmlInit()
-        try:
-            version = pynvml.nvmlSystemGetDriverVersion()
-            return version.decode() if isinstance(version, bytes) else str(version)
-        finally:
-            pynvml.nvmlShutdown()
-    except Exception:  # noqa: BLE001 - any NVML failure just means "driver version unknown"
-        return ""
+        from lstmstudy import nvml
+    except ImportError:  # nvidia-ml-py not installed
+        return {}
+    try:
+        index = nvml.nvml_index(str(torch.cuda.get_device_properties(device).uuid), device.index or 0)
+        return nvml.device_facts(index)
+    except nvml.NvmlError:
+        return {}
 
 
 @dataclass(frozen=True)
@@ -126,14 +148,23 @@ class Fingerprint:
     gpu_name: str = ""
     gpu_memory_gb: float = 0.0
     gpu_count: int = 0
+    compute_capability: str = ""
     driver: str = ""
     cuda: str = ""
     cudnn: str = ""
+    sm_clock_mhz: int | None = None  # when the fingerprint was taken (idle clocks are low)
+    sm_clock_max_mhz: int | None = None
+    power_limit_w: float | None = None
+    persistence_mode: bool | None = None
+    energy_counter: bool | None = None
+    host: str = ""  # `host_tag()`; part of a GPU set's hardware_id
     onednn: bool = False
+    keras_backend: str = ""
     python: str = ""
     platform: str = ""
     versions: dict[str, str] = field(default_factory=dict)
     git_commit: str = ""
+    git_dirty: bool | None = None
 
     @property
     def hardware_id(self) -> str:
@@ -159,10 +190,13 @@ def fingerprint(device: torch.device | str = "cpu") -> Fingerprint:
             gpu_name=props.name,
             gpu_memory_gb=round(props.total_memory / 2**30, 1),
             gpu_count=torch.cuda.device_count(),
-            driver=_nvidia_driver(),
+            compute_capability=f"{props.major}.{props.minor}",
             cuda=torch.version.cuda or "",
             cudnn=str(torch.backends.cudnn.version() or ""),
+            host=host_tag(),
+            **_gpu_facts(dev),
         )
+    commit, dirty = git_state()
     return Fingerprint(
         device_kind=dev.type,
         cpu_model=cpu.get("model name", platform.processor()),
@@ -173,8 +207,10 @@ def fingerprint(device: torch.device | str = "cpu") -> Fingerprint:
         onednn=bool(torch.backends.mkldnn.is_available()),
         python=platform.python_version(),
         platform=platform.platform(),
+        keras_backend=keras_backend(),
         versions={name: _version(name) for name in LIBRARIES if _version(name)},
-        git_commit=_git_commit(),
+        git_commit=commit,
+        git_dirty=dirty,
         **gpu,
     )
 
@@ -194,9 +230,10 @@ def _cpu_signature() -> str:
 
 
 def hardware_id(fp: Fingerprint) -> str:
-    """A short, stable, filename-safe name for a result set, e.g. `cuda-h100-80gb-hbm3` or `cpu-xeon-f6m143-2t`."""
+    """A short, stable, filename-safe name for a result set, e.g. `cuda-h100-80gb-hbm3-1a2b3c` (GPU model and
+    host tag) or `cpu-xeon-f6m143-2t` (CPU model and threads)."""
     if fp.device_kind == "cuda":
-        return f"cuda-{_slug(fp.gpu_name)}"
+        return f"cuda-{_slug(fp.gpu_name)}-{fp.host}" if fp.host else f"cuda-{_slug(fp.gpu_name)}"
     name = _slug(fp.cpu_model) or "unknown"
     if not re.search(r"\d", name):
         name = f"{name}-{_cpu_signature()}"

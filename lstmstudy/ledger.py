@@ -1,39 +1,24 @@
 """The claims ledger: every claim's seed figure against ours, per hardware set, from the stored results.
 
-`CLAIMS` registers the claim modules by number. Claims land over time: a registered module that does
-not exist yet is left out of the ledger and named by `missing()`; one that exists but fails to import
-is an error, never skipped. The ledger page and the conclusions (`notebooks/ledger.ipynb`,
+The claims are the contract's list (`lstmstudy.claims.registry`), the same one the command line and the
+notebooks read. The ledger page and the conclusions (`notebooks/ledger.ipynb`,
 `notebooks/conclusions.ipynb`, executed into `book/` by `lstmstudy reproduce`) render from these
 functions, so no verdict is written into the book by hand.
 """
 
 from __future__ import annotations
 
-import importlib
-import importlib.util
 import re
-from collections.abc import Iterator, Mapping
+from collections.abc import Sequence
 from pathlib import Path
-from types import ModuleType
 
 import pandas as pd
-import yaml
 
 from lstmstudy import results
-from lstmstudy.claims import Outcome
+from lstmstudy.claims import Claim, Outcome, registry
+from lstmstudy.toc import TOC, claim_pages
 
 ROOT = Path(__file__).resolve().parent.parent
-TOC = ROOT / "_toc.yml"
-
-#: claim number -> the module that holds its seed figures, rule and `verdicts(frame)`
-CLAIMS: dict[str, str] = {
-    "01": "lstmstudy.claims.cudnn_fallback",
-    "02": "lstmstudy.claims.cpu_vs_gpu",
-    "03": "lstmstudy.claims.mixed_precision",
-    "04": "lstmstudy.claims.frameworks_baseline",
-    "05": "lstmstudy.claims.bucketing",
-    "06": "lstmstudy.claims.energy",
-}
 
 #: claim number -> (where the claim comes from, in words; the references.bib keys behind it)
 SOURCES: dict[str, tuple[str, tuple[str, ...]]] = {
@@ -54,69 +39,22 @@ _PHRASES = {Outcome.REPRODUCED.value: "reproduced", Outcome.PARTLY.value: "partl
             Outcome.NOT_REPRODUCED.value: "not reproduced"}
 
 
-# --- the registry -----------------------------------------------------------------------------------
-
-def _exists(path: str) -> bool:
-    try:
-        return importlib.util.find_spec(path) is not None
-    except ModuleNotFoundError:  # a parent package is missing
-        return False
-
-
-def modules(registry: Mapping[str, str] | None = None) -> dict[str, ModuleType]:
-    """The registered claim modules that exist, imported, by number (a broken one raises)."""
-    out = {}
-    for number, path in sorted((CLAIMS if registry is None else registry).items()):
-        if not _exists(path):
-            continue
-        module = importlib.import_module(path)
-        if getattr(module, "NUMBER", number) != number:
-            raise ValueError(f"{path} says it is claim {module.NUMBER!r} but is registered as claim {number!r}")
-        out[number] = module
-    return out
-
-
-def missing(registry: Mapping[str, str] | None = None) -> list[str]:
-    """The registered claim numbers whose modules do not exist yet."""
-    return [number for number, path in sorted((CLAIMS if registry is None else registry).items())
-            if not _exists(path)]
-
-
-def toc_files(toc: Path = TOC) -> list[str]:
-    """Every page of the book's table of contents, in reading order, as docnames (`book/intro`)."""
-    def walk(node: object) -> Iterator[str]:
-        if isinstance(node, dict):
-            for key in ("root", "file"):
-                if key in node:
-                    yield str(node[key])
-            for key in ("parts", "chapters", "sections"):
-                for child in node.get(key) or []:
-                    yield from walk(child)
-
-    return [re.sub(r"\.(ipynb|md)$", "", name) for name in walk(yaml.safe_load(Path(toc).read_text()))]
-
-
-def claim_pages(toc: Path = TOC) -> dict[str, str]:
-    """Claim number -> the docname of its page in the table of contents (`book/claims/01_cudnn_fallback`)."""
-    return {Path(name).name[:2]: name for name in toc_files(toc)
-            if name.startswith("book/claims/") and re.match(r"\d\d_", Path(name).name)}
-
-
 # --- the table --------------------------------------------------------------------------------------
 
-def table(root: Path | None = None, *, registry: Mapping[str, str] | None = None, toc: Path = TOC) -> pd.DataFrame:
+def table(root: Path | None = None, *, claims: Sequence[Claim] | None = None, toc: Path = TOC) -> pd.DataFrame:
     """One row per claim and stored hardware set: the seed's figure, ours, the verdict and the page.
 
-    Verdicts come from each claim module's `verdicts(results.load(NAME, root))`; a claim with no stored
-    result set gets one row that says so (verdict: not measured).
+    Verdicts come from each claim's `verdicts(results.load(name, root))`; a claim with no stored result
+    set gets one row that says so (verdict: not measured).
     """
     pages = claim_pages(toc)
     rows = []
-    for number, module in modules(registry).items():
+    for claim in registry(judged_only=True) if claims is None else claims:
+        number = claim.number
         source, keys = SOURCES.get(number, ("", ()))
-        base = {"claim": number, "statement": module.STATEMENT, "source": source, "citations": ", ".join(keys),
-                "seed figure": module.SEED_FIGURE, "rule": module.RULE, "page": pages.get(number, "")}
-        verdicts = module.verdicts(results.load(module.NAME, root))
+        base = {"claim": number, "statement": claim.statement, "source": source, "citations": ", ".join(keys),
+                "seed figure": claim.seed_figure, "rule": claim.rule, "page": pages.get(number, "")}
+        verdicts = claim.verdicts(results.load(claim.name, root))
         if not verdicts:
             rows.append({**base, "hardware": "", "our figure": "no stored result set",
                          "verdict": Outcome.NOT_MEASURED.value})
@@ -204,21 +142,17 @@ def sentences(ledger: pd.DataFrame) -> list[str]:
     return out
 
 
-def conclusions(ledger: pd.DataFrame, pending: list[str] | None = None) -> str:
+def conclusions(ledger: pd.DataFrame) -> str:
     """The conclusions page's text, as MyST Markdown, computed from the ledger's verdicts."""
     n = counts(ledger)
-    pending = missing() if pending is None else pending
     paragraphs = [f"Across the {n['verdicts']} verdicts on {n['claims']} claims (one verdict per claim and "
                   f"stored hardware set): {n['reproduced']} reproduced, {n['partly']} partly reproduced, "
                   f"{n['not_reproduced']} not reproduced, and {n['not_measured']} that could not be measured on "
                   f"the hardware at hand."]
-    if pending:
-        many = len(pending) > 1
-        paragraphs[0] += (f" Claim{'s' if many else ''} {', '.join(pending)} {'have' if many else 'has'} no "
-                          f"verdict yet: {'their modules are' if many else 'its module is'} not written.")
     if n["gpu_sets"] == 0:
         paragraphs.append("**No GPU result set is stored.** Every claim about GPUs below is untested on this "
                           "study's own hardware; a reader with an NVIDIA GPU can add one with "
-                          "`lstmstudy reproduce --device cuda`, and this page is recomputed from it.")
+                          "`lstmstudy measure --device cuda` and `lstmstudy reproduce --no-measure`, and this page is "
+                          "recomputed from it.")
     bullets = "\n".join(f"- {s}" for s in sentences(ledger))
     return "\n\n".join(paragraphs + ([bullets] if bullets else []))

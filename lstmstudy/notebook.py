@@ -12,33 +12,9 @@ from pathlib import Path
 import pandas as pd
 
 from lstmstudy import hardware
-from lstmstudy.claims import Outcome, Verdict
+from lstmstudy.claims import DEVICE_KINDS, Claim, Outcome, Verdict
 from lstmstudy.errors import ParameterError
-
-
-def check_bool(**values: object) -> None:
-    for name, value in values.items():
-        if not isinstance(value, bool):
-            raise ParameterError(f"parameter {name!r} must be True or False, got {value!r}")
-
-
-def check_positive_ints(**values: object) -> None:
-    """Each value is a non-empty list of positive integers (a grid axis)."""
-    for name, value in values.items():
-        if (not isinstance(value, (list, tuple)) or not value
-                or any(isinstance(v, bool) or not isinstance(v, int) or v <= 0 for v in value)):
-            raise ParameterError(f"parameter {name!r} must be a non-empty list of positive integers, got {value!r}")
-
-
-def check_positive_number(**values: object) -> None:
-    for name, value in values.items():
-        if isinstance(value, bool) or not isinstance(value, (int, float)) or not value > 0:
-            raise ParameterError(f"parameter {name!r} must be a positive number, got {value!r}")
-
-
-def check_choices(name: str, value: Sequence[str], allowed: Sequence[str]) -> None:
-    if not isinstance(value, (list, tuple)) or not value or any(v not in allowed for v in value):
-        raise ParameterError(f"parameter {name!r} must be a non-empty list drawn from {list(allowed)}, got {value!r}")
+from lstmstudy.parameters import check_bool, check_positive_number
 
 
 def check_common(*, device: object, measure: object, quick: object, min_time: object,
@@ -58,6 +34,19 @@ def check_common(*, device: object, measure: object, quick: object, min_time: ob
     return Path(results_dir) if results_dir else None
 
 
+def grid_table(claim: Claim, overrides: object) -> pd.DataFrame:
+    """The grid each device kind measures: the claim's defaults with the notebook's `grid` overrides,
+    checked here, before anything is measured, and the number of points it makes."""
+    if not isinstance(overrides, dict):
+        raise ParameterError(f"parameter 'grid' must be a dict of grid parameters, got {overrides!r}")
+    columns = {}
+    for kind in DEVICE_KINDS:
+        parameters = claim.parameters(kind, **overrides)
+        columns[kind] = {**{name: str(value) for name, value in parameters.items()},
+                         "points": str(len(claim.points(kind, **overrides)))}
+    return pd.DataFrame(columns).rename_axis(f"default grid of {claim.stem}")
+
+
 def hardware_sets(results: pd.DataFrame) -> pd.DataFrame:
     """Which hardware sets are stored, with how many configurations each."""
     if results.empty:
@@ -72,8 +61,8 @@ def gpu_note(results: pd.DataFrame, claim: str, what: str = "The GPU side of thi
         return f"GPU result sets stored for this page: {', '.join(f'`{g}`' for g in gpus)}."
     return (f"**{what} was not measured: no GPU result set is stored yet.** The figures below come from "
             f"CPU hardware only. On a machine with an NVIDIA GPU, add one with "
-            f"`lstmstudy reproduce --device cuda --claims {claim}`; the page then compares it with every "
-            f"other stored set.")
+            f"`lstmstudy measure --device cuda --claims {claim}` (then `lstmstudy reproduce --no-measure`); the "
+            f"page then compares it with every other stored set.")
 
 
 def verdict_table(verdicts: Sequence[Verdict]) -> pd.DataFrame:

@@ -97,6 +97,54 @@ def nvml_available(index: int = 0) -> str | None:
     return None
 
 
+def _text(value: object) -> str:
+    return value.decode() if isinstance(value, bytes) else str(value)
+
+
+def nvml_index(uuid: str, fallback: int) -> int:
+    """NVML's index of the GPU with this UUID (CUDA_VISIBLE_DEVICES renumbers CUDA's devices); `fallback`
+    (torch's index) where NVML or the UUID query is missing."""
+    try:
+        _call("initialising NVML", pynvml.nvmlInit)
+    except NvmlError:
+        return fallback
+    try:
+        for i in range(_call("counting GPUs", pynvml.nvmlDeviceGetCount)):
+            found = _text(_call("reading a GPU's UUID", pynvml.nvmlDeviceGetUUID,
+                                _call(f"opening GPU {i}", pynvml.nvmlDeviceGetHandleByIndex, i)))
+            if found.removeprefix("GPU-") == uuid.removeprefix("GPU-"):
+                return i
+    except NvmlError:
+        pass
+    finally:
+        pynvml.nvmlShutdown()
+    return fallback
+
+
+def device_facts(index: int) -> dict[str, object]:
+    """What the fingerprint records of GPU `index` beyond torch's view: driver, SM clocks, power limit,
+    persistence mode and whether the energy counter exists. A query this GPU refuses is left out."""
+    queries: dict[str, Callable[[Any], object]] = {
+        "sm_clock_mhz": lambda h: pynvml.nvmlDeviceGetClockInfo(h, pynvml.NVML_CLOCK_SM),
+        "sm_clock_max_mhz": lambda h: pynvml.nvmlDeviceGetMaxClockInfo(h, pynvml.NVML_CLOCK_SM),
+        "power_limit_w": lambda h: pynvml.nvmlDeviceGetEnforcedPowerLimit(h) / 1000.0,
+        "persistence_mode": lambda h: pynvml.nvmlDeviceGetPersistenceMode(h) == pynvml.NVML_FEATURE_ENABLED,
+        "energy_counter": lambda h: pynvml.nvmlDeviceGetTotalEnergyConsumption(h) is not None,
+    }
+    handle = _open_device(index)
+    try:
+        facts: dict[str, object] = {"driver": _text(_call("reading the driver version",
+                                                           pynvml.nvmlSystemGetDriverVersion))}
+        for name, query in queries.items():
+            try:
+                facts[name] = _call(f"reading {name}", query, handle)
+            except NvmlError:  # not supported, or not permitted: the fact is unknown, not an error
+                facts[name] = None
+        return facts
+    finally:
+        pynvml.nvmlShutdown()
+
+
 class PerItem(NamedTuple):
     """Energy efficiency stated both ways: joules per item and items per joule."""
 

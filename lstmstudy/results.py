@@ -25,14 +25,16 @@ from filelock import FileLock
 from lstmstudy.errors import ResultsCorrupt
 
 COLUMNS: tuple[str, ...] = (
-    "claim", "kernel", "framework", "device", "device_kind", "hardware_id", "precision", "phase",
+    "claim", "kernel", "framework", "backend", "device", "device_kind", "hardware_id", "precision", "phase",
     "batch", "timesteps", "features", "hidden", "layers", "bidirectional", "config",
     "threads", "n_samples", "median_s", "p25_s", "p75_s", "ci_low_s", "ci_high_s", "samples_s",
-    "flops", "achieved_flops", "energy_j", "observed_kernel", "status", "error", "versions", "created_at",
+    "flops", "achieved_flops", "energy_j", "observed_kernel", "compute_dtype", "status", "error", "versions",
+    "created_at",
 )
 #: The columns that identify one configuration within a hardware set (what a resumed sweep skips).
 KEY_COLUMNS: tuple[str, ...] = (
-    "kernel", "precision", "phase", "batch", "timesteps", "features", "hidden", "layers", "bidirectional", "config",
+    "kernel", "backend", "precision", "phase", "batch", "timesteps", "features", "hidden", "layers", "bidirectional",
+    "config",
 )
 INT_COLUMNS = ("batch", "timesteps", "features", "hidden", "layers", "threads", "n_samples")
 FLOAT_COLUMNS = ("median_s", "p25_s", "p75_s", "ci_low_s", "ci_high_s", "flops", "achieved_flops", "energy_j")
@@ -62,8 +64,9 @@ def config_text(config: Mapping) -> str:
 
 
 def row_key(row: Mapping) -> tuple[str, ...]:
-    """The identity of a configuration, as text, whether the row came from a file or from a sweep."""
-    return tuple(str(row[c]) for c in KEY_COLUMNS)
+    """The identity of a configuration, as text, whether the row came from a file or from a sweep (a column
+    a row leaves out is stored empty, so it reads as '')."""
+    return tuple(str(row.get(c, "")) for c in KEY_COLUMNS)
 
 
 def _check_row(path: Path, line: int, row: Mapping[str, str]) -> None:
@@ -201,9 +204,19 @@ def fingerprints(claim: str, root: Path | None = None) -> dict[str, list[dict]]:
     return out
 
 
+DONE_STATUSES = ("ok", "skipped")
+
+
 def done_keys(claim: str, hardware_id: str, root: Path | None = None) -> set[tuple[str, ...]]:
-    """Configurations already stored for this hardware set (any status): what a resumed sweep skips."""
-    return {row_key(row) for row in read_rows(set_path(claim, hardware_id, root))}
+    """Configurations stored as `ok` or `skipped` for this hardware set: what a resumed sweep skips."""
+    return {row_key(row) for row in read_rows(set_path(claim, hardware_id, root)) if row["status"] in DONE_STATUSES}
+
+
+def error_keys(claim: str, hardware_id: str, root: Path | None = None) -> set[tuple[str, ...]]:
+    """Configurations whose every stored row is an `error`: measured again only when asked to."""
+    rows = read_rows(set_path(claim, hardware_id, root))
+    done = {row_key(row) for row in rows if row["status"] in DONE_STATUSES}
+    return {row_key(row) for row in rows if row["status"] == "error"} - done
 
 
 def load(claim: str, root: Path | None = None, *, latest: bool = True) -> pd.DataFrame:

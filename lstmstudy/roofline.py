@@ -57,8 +57,7 @@ def _measure_gemm(point: Point, device: torch.device, **measure_kwargs) -> Outco
 
 
 def measure(device: str = "auto", sizes: Iterable[int] | None = None, quick: bool = False, *,
-            precisions: Iterable[str] = tuple(DTYPES), root: Path | None = None, rerun: bool = False,
-            progress: bool = False) -> sweep.SweepReport:
+            precisions: Iterable[str] = tuple(DTYPES), **sweep_options) -> sweep.SweepReport:
     """Time square GEMMs at every precision on `device` and store them (what is stored is skipped).
 
     `quick` uses small matrices and short timing: enough to check the plumbing, not a real limit.
@@ -68,7 +67,7 @@ def measure(device: str = "auto", sizes: Iterable[int] | None = None, quick: boo
     timing = dict(warmup=1, min_time=0.05, max_time=0.5, min_samples=5) if quick else dict(warmup=3, min_time=1.0)
     points = [gemm_point(n, precision) for precision in precisions for n in chosen]
     return sweep.run(CLAIM, points, lambda point, d: _measure_gemm(point, d, **timing), device=str(dev),
-                     root=root, rerun=rerun, progress=progress)
+                     **{"progress": False, **sweep_options})
 
 
 def limits(hardware_id: str | None = None, root: Path | None = None) -> dict[str, float]:

@@ -2,13 +2,15 @@
 
 Each finished point is appended to the result set at once, so an interrupted sweep keeps every
 finished row; rerunning the same sweep skips what is stored for this hardware (unless `rerun`).
-A point that raises becomes an `error` row with the message and the sweep goes on; a point that
+A point that raises becomes an `error` row with the message and the sweep goes on, unless the error
+poisons the process's CUDA context (then the sweep stops, keeping every finished row); a point that
 cannot run here raises `Skip(reason)` and becomes a `skipped` row with that reason.
 """
 
 from __future__ import annotations
 
-import logging
+import gc
+import re
 import time
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
@@ -19,11 +21,10 @@ import torch
 from tqdm.auto import tqdm
 
 from lstmstudy import hardware, results
-from lstmstudy.errors import Skip
+from lstmstudy.backends import backend_for
+from lstmstudy.errors import DeviceFailed, Skip
 from lstmstudy.shapes import LSTMShape
 from lstmstudy.timing import Measurement
-
-log = logging.getLogger(__name__)
 
 PRECISIONS = ("fp32", "fp16", "bf16")
 PHASES = ("inference", "train")
@@ -47,7 +48,8 @@ class Point:
 
     def key_fields(self) -> dict[str, object]:
         shape = self.shape.as_dict()
-        return {"kernel": self.kernel, "precision": self.precision, "phase": self.phase,
+        return {"kernel": self.kernel, "backend": backend_for(self.kernel), "precision": self.precision,
+                "phase": self.phase,
                 **{k: shape[k] for k in ("batch", "timesteps", "features", "hidden", "layers", "bidirectional")},
                 "config": results.config_text(self.config)}
 
@@ -63,24 +65,69 @@ class Outcome:
     flops: float | None = None
     energy_j: float | None = None
     observed_kernel: str = ""
+    #: the dtype the LSTM really computed in ("float32", "bfloat16", ...), read off its output; "" if unknown
+    compute_dtype: str = ""
 
 
 MeasurePoint = Callable[[Point, torch.device], Outcome]
 
+#: CUDA errors after which the process's CUDA context is unusable: every later point would fail too.
+#: An out-of-memory error is not one of them (it is one error row and the sweep goes on).
+_FATAL_CUDA = re.compile(r"illegal (memory access|address|instruction)|unspecified launch failure|"
+                         r"cudaErrorLaunchFailure|cudaErrorIllegalAddress|device-side assert|misaligned address|"
+                         r"uncorrectable ECC|CUDA error: unknown error", re.IGNORECASE)
+
+
+def is_fatal_cuda_error(exc: BaseException) -> bool:
+    """True for a CUDA error that poisons the process (illegal address, launch failure, device assert)."""
+    return not isinstance(exc, torch.cuda.OutOfMemoryError) and bool(_FATAL_CUDA.search(str(exc)))
+
+
+@dataclass
+class Deadline:
+    """When a measuring command must stop, checked between points across every claim it runs.
+
+    A point is started only if the longest point seen so far would still end before the deadline, and
+    the first point of a command always starts, so every call makes progress and the next one resumes.
+    """
+
+    at: float | None = None  # a time.monotonic() value; None: no deadline
+    longest_s: float = 0.0
+    started: int = 0
+
+    @classmethod
+    def after(cls, seconds: float | None) -> Deadline:
+        return cls(None if seconds is None else time.monotonic() + seconds)
+
+    def allows_another(self) -> bool:
+        if self.at is None or self.started == 0:
+            return True
+        return time.monotonic() + self.longest_s <= self.at
+
+    def record(self, seconds: float) -> None:
+        self.started += 1
+        self.longest_s = max(self.longest_s, seconds)
+
 
 @dataclass
 class SweepReport:
+    claim: str
     path: Path
     measured: int = 0
     skipped: int = 0
     errors: int = 0
     already_stored: int = 0
-    stopped_early: bool = False
+    errors_not_retried: int = 0
+    left: int = 0  # points not started because the deadline came
 
     def __str__(self) -> str:
-        tail = ", stopped at the time budget" if self.stopped_early else ""
-        return (f"{self.measured} measured, {self.skipped} skipped, {self.errors} errors, "
-                f"{self.already_stored} already stored{tail} -> {self.path}")
+        text = (f"{self.claim}: {self.measured} measured, {self.skipped} skipped, {self.errors} errors, "
+                f"{self.already_stored} already stored")
+        if self.errors_not_retried:
+            text += f", {self.errors_not_retried} stored errors not retried (--retry-errors)"
+        if self.left:
+            text += f", {self.left} left for the next call (deadline)"
+        return f"{text} -> {self.path}"
 
 
 def make_row(claim: str, point: Point, device: torch.device, fp: hardware.Fingerprint, *,
@@ -98,53 +145,78 @@ def make_row(claim: str, point: Point, device: torch.device, fp: hardware.Finger
         row.update(threads=m.threads, n_samples=m.n, median_s=m.median, p25_s=m.p25, p75_s=m.p75,
                    ci_low_s=lo, ci_high_s=hi, samples_s=list(m.samples), flops=outcome.flops,
                    achieved_flops=outcome.flops / m.median if outcome.flops and m.median > 0 else None,
-                   energy_j=outcome.energy_j, observed_kernel=outcome.observed_kernel)
+                   energy_j=outcome.energy_j, observed_kernel=outcome.observed_kernel,
+                   compute_dtype=outcome.compute_dtype)
     return row
 
 
-def _describe(exc: BaseException) -> str:
+def describe(exc: BaseException) -> str:
+    """An exception as one line: its type and the first line of its message."""
     text = str(exc).strip().splitlines()
     return f"{type(exc).__name__}: {text[0] if text else ''}"[:500]
 
 
+def label(point: Point) -> str:
+    s = point.shape
+    return f"{point.kernel} {point.precision} {point.phase} b{s.batch} t{s.timesteps} h{s.hidden}"
+
+
 def run(claim: str, points: Iterable[Point], measure_point: MeasurePoint, *, device: str = "auto",
-        root: Path | None = None, rerun: bool = False, time_budget_s: float | None = None,
-        progress: bool = True) -> SweepReport:
-    """Measure every point not yet stored for this hardware, appending one row per point."""
+        root: Path | None = None, rerun: bool = False, retry_errors: bool = False,
+        deadline: Deadline | None = None, progress: bool = True) -> SweepReport:
+    """Measure every point not yet stored for this hardware, appending one row per point at once.
+
+    Stored `ok` and `skipped` rows are done; a stored `error` is measured again only with
+    `retry_errors` (the file keeps both rows, `results.load` shows the newer). fp32 means IEEE fp32
+    throughout (no TF32), whichever framework runs the step.
+    """
+    from lstmstudy.kernels.torch_kernels import ieee_fp32  # not at the top: the kernels import this module
+
     dev = hardware.resolve_device(device)
     fp = hardware.fingerprint(dev)
+    deadline = deadline or Deadline()
     results.record_fingerprint(claim, fp.as_dict(), root)
-    report = SweepReport(path=results.set_path(claim, fp.hardware_id, root))
+    report = SweepReport(claim=claim, path=results.set_path(claim, fp.hardware_id, root))
     done = set() if rerun else results.done_keys(claim, fp.hardware_id, root)
+    failed = set() if rerun or retry_errors else results.error_keys(claim, fp.hardware_id, root)
     todo = []
     for point in points:
-        if point.key() in done:
+        key = point.key()
+        if key in done:
             report.already_stored += 1
+        elif key in failed:
+            report.errors_not_retried += 1
         else:
             todo.append(point)
-    start = time.monotonic()
     bar = tqdm(todo, desc=f"{claim} on {fp.hardware_id}", unit="config", disable=not progress)
-    for finished, point in enumerate(bar):
-        # the budget is checked between points, after at least one: every run makes progress
-        if time_budget_s is not None and finished and time.monotonic() - start > time_budget_s:
-            report.stopped_early = True
-            log.warning("time budget of %.0f s reached: %d configs left for a later run",
-                        time_budget_s, len(todo) - finished)
-            break
-        bar.set_postfix_str(f"{point.kernel} {point.precision} {point.phase} b{point.shape.batch} "
-                            f"t{point.shape.timesteps} h{point.shape.hidden}")
-        try:
-            row = make_row(claim, point, dev, fp, outcome=measure_point(point, dev))
-            report.measured += 1
-        except Skip as exc:
-            row = make_row(claim, point, dev, fp, status="skipped", error=str(exc))
-            report.skipped += 1
-        except Exception as exc:  # noqa: BLE001 - one failing config must not end the sweep
-            if isinstance(exc, torch.cuda.OutOfMemoryError):
-                torch.cuda.empty_cache()
-            log.warning("%s failed: %s", point.kernel, _describe(exc))
-            row = make_row(claim, point, dev, fp, status="error", error=_describe(exc))
-            report.errors += 1
-        results.append(claim, fp.hardware_id, [row], root)
+    with ieee_fp32(dev):
+        for index, point in enumerate(bar):
+            if not deadline.allows_another():
+                report.left = len(todo) - index
+                break
+            bar.set_postfix_str(label(point))
+            start = time.monotonic()
+            try:
+                row = make_row(claim, point, dev, fp, outcome=measure_point(point, dev))
+                report.measured += 1
+            except Skip as exc:
+                row = make_row(claim, point, dev, fp, status="skipped", error=str(exc))
+                report.skipped += 1
+            except Exception as exc:  # noqa: BLE001 - one failing config must not end the sweep
+                if isinstance(exc, torch.cuda.OutOfMemoryError):
+                    gc.collect()
+                    torch.cuda.empty_cache()
+                bar.write(f"{claim}: {label(point)} failed: {describe(exc)}")
+                row = make_row(claim, point, dev, fp, status="error", error=describe(exc))
+                report.errors += 1
+                if is_fatal_cuda_error(exc):
+                    results.append(claim, fp.hardware_id, [row], root)
+                    bar.close()
+                    raise DeviceFailed(
+                        f"{claim}: {label(point)} hit a CUDA error that leaves this process unusable "
+                        f"({describe(exc)}); every finished row is stored, this point as an error. Run the "
+                        f"command again to resume (it skips this point unless --retry-errors).") from None
+            deadline.record(time.monotonic() - start)
+            results.append(claim, fp.hardware_id, [row], root)
     bar.close()
     return report

@@ -9,7 +9,7 @@ from __future__ import annotations
 import pytest
 from htmlpages import Page, fragment, image_outputs, local_url, pages, source_of, url_to_file
 
-from lstmstudy import ledger
+from lstmstudy import ledger, toc
 
 pytestmark = pytest.mark.slow
 ORIGIN = "http://book.invalid/"
@@ -22,14 +22,14 @@ def test_book_builds_without_warnings(built_book):
 
 def test_every_page_of_the_toc_is_built(built_book):
     built_book.check()
-    missing = [name for name in ledger.toc_files() if not (built_book.html / f"{name}.html").exists()]
+    missing = [name for name in toc.toc_files() if not (built_book.html / f"{name}.html").exists()]
     assert not missing, f"pages in _toc.yml that were not built: {missing}"
 
 
 def test_every_figure_made_it_into_its_page(built_book):
     built_book.check()
     problems = []
-    for name in ledger.toc_files():
+    for name in toc.toc_files():
         html = built_book.html / f"{name}.html"
         page = Page.parse(html.read_text())
         shown = [src for src in page.images if "_images/" in src]
@@ -65,7 +65,7 @@ def test_every_local_link_and_anchor_resolves(built_book):
 def test_the_ledger_links_every_claim_page(built_book):
     built_book.check()
     links = {href.split("#")[0] for href in Page.parse((built_book.html / "book" / "ledger.html").read_text()).links}
-    claims = {name for name in ledger.toc_files() if name.startswith("book/claims/")}
-    registered = {page for number, page in ledger.claim_pages().items() if number in ledger.modules()}
+    claims = {name for name in toc.toc_files() if name.startswith("book/claims/")}
+    registered = {page for number, page in toc.claim_pages().items() if number in ledger.modules()}
     assert registered <= claims
     assert {f"claims/{page.rsplit('/', 1)[1]}.html" for page in registered} <= links

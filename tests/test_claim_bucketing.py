@@ -19,8 +19,9 @@ GPU = Fingerprint(device_kind="cuda", cpu_model="Test CPU 9000", cpu_flags=[], p
 SIZES = dict(batch_size=8, corpus_size=400, sample_batches=3, layers=1, hidden=16, features=4)
 
 
-def _points(kernels=claim.KERNELS):
-    return claim.grid(**SIZES, kernels=kernels)
+def _points(kernels=claim.KERNELS, kind: str = "cpu"):
+    """The full (not quick) grid at the small SIZES, the other parameters at the claim's defaults for `kind`."""
+    return claim.grid(kind=kind, quick=False, **claim.CLAIM.parameters(kind, **SIZES, kernels=list(kernels)))
 
 
 def _store(root, fp, per_batch_s: dict[tuple[str, str], float], spread: float = 0.01):
@@ -129,27 +130,45 @@ def test_grid_covers_every_plan_and_kernel():
         assert point.shape.layers == 1
 
 
-def test_settings_default_layers_by_device():
-    common = dict(quick=False, batch_size=32, corpus_size=100, sample_batches=4, layers=0, hidden=64, features=8)
-    assert claim.settings(**common, device_kind="cuda")["layers"] == claim.SEED_LAYERS
-    assert claim.settings(**common, device_kind="cpu")["layers"] == 2
-    assert claim.settings(**{**common, "layers": 3}, device_kind="cuda")["layers"] == 3
-    assert claim.settings(**{**common, "quick": True}, device_kind="cpu")["layers"] == 1
+def test_default_layers_by_device_kind():
+    assert claim.CLAIM.defaults["cuda"]["layers"] == claim.SEED_LAYERS
+    assert claim.CLAIM.defaults["cpu"]["layers"] == 2
+    # the depth is the only default that differs between the device kinds
+    assert {k: v for k, v in claim.CLAIM.defaults["cuda"].items() if k != "layers"} == \
+        {k: v for k, v in claim.CLAIM.defaults["cpu"].items() if k != "layers"}
+    small = dict(batch_size=32, corpus_size=100, sample_batches=4, hidden=64, features=8)
+    assert {p.shape.layers for p in claim.CLAIM.points("cuda", **small)} == {claim.SEED_LAYERS}
+    assert {p.shape.layers for p in claim.CLAIM.points("cpu", **small)} == {2}
+    assert {p.shape.layers for p in claim.CLAIM.points("cuda", **small, layers=3)} == {3}
+    # quick shrinks every size to a smoke run, the depth to one layer
+    quick = claim.CLAIM.points("cpu", quick=True, **small)
+    assert {p.shape.layers for p in quick} == {1}
+    assert {p.shape.batch for p in quick} == {8} and {p.shape.hidden for p in quick} == {32}
+    assert {p.config["sample_batches"] for p in quick} <= {1, 2}
 
 
 @pytest.mark.parametrize("bad", [dict(kernels=["torch.fused"]), dict(layers=-1), dict(layers=True),
+                                 dict(layers=0),  # no "0: the device's default" sentinel any more
                                  dict(static_boundaries=[20, 10]), dict(static_boundaries=[]),
-                                 dict(static_pad_to="bucket")])
+                                 dict(static_pad_to="bucket"),
+                                 dict(boundaries=[10, 20])])  # an unknown name (the old grid's) is refused too
 def test_bad_parameters_name_themselves(bad):
-    good = dict(kernels=list(claim.KERNELS), layers=0, static_boundaries=[10, 20], static_pad_to="boundary")
     name = next(iter(bad))
     with pytest.raises(ParameterError, match=f"'{name}'"):
-        claim.check_parameters(**{**good, **bad})
+        claim.CLAIM.parameters("cpu", **bad)
+
+
+def test_good_parameters_pass_and_override_the_defaults():
+    params = claim.CLAIM.parameters("cpu", static_boundaries=[10, 20], static_pad_to="boundary", layers=3)
+    assert params["static_boundaries"] == [10, 20] and params["layers"] == 3
+    assert params["kernels"] == list(claim.KERNELS)
+    static = [p for p in claim.grid(kind="cpu", quick=True, **params) if p.config["plan"] == "static_buckets"]
+    assert static and all(p.config["boundaries"] == [10, 20] for p in static)
 
 
 @pytest.mark.parametrize("kernel", ["torch.padded", "torch.packed"])
 def test_torch_steps_train_and_report_their_kernel(kernel):
-    point = next(p for p in claim.grid(**SIZES, kernels=[kernel]) if p.config["plan"] == claim.PER_BATCH)
+    point = next(p for p in _points([kernel]) if p.config["plan"] == claim.PER_BATCH)
     outcome = claim.measure_point(point, torch.device("cpu"), warmup=0, min_samples=1, min_time=0.0, max_time=0.0)
     assert outcome.measurement.n >= 1 and outcome.measurement.median > 0
     onednn = torch.backends.mkldnn.is_available()

@@ -3,6 +3,7 @@ sets, the energy window against a fake NVML monitor, and the CPU run that stores
 
 from __future__ import annotations
 
+import re
 import time
 from contextlib import contextmanager
 from pathlib import Path
@@ -12,8 +13,6 @@ import matplotlib
 matplotlib.use("Agg")
 
 import matplotlib.pyplot as plt  # noqa: E402
-import nbformat  # noqa: E402
-import papermill  # noqa: E402
 import pytest  # noqa: E402
 import torch  # noqa: E402
 
@@ -66,7 +65,7 @@ def gpu_set(factor: float, root: Path, *, fp=GPU) -> None:
 
 def cpu_skipped_set(root: Path) -> None:
     reason = "NVML is not available here: NVML Shared Library Not Found; energy is not measured on this machine"
-    points = claim.grid(quick=True, shapes=[[16, 32, 128, 128]])
+    points = claim.grid(kind="cpu", quick=True, shapes=[[16, 32, 128, 128]])
     rows = [sweep.make_row(claim.NAME, p, torch.device("cpu"), CPU, status="skipped", error=reason) for p in points]
     results.append(claim.NAME, CPU.hardware_id, rows, root)
 
@@ -200,7 +199,7 @@ def test_measure_point_stores_the_window_energy_and_its_steps():
 
 def test_without_nvml_every_point_skips_with_the_reason():
     with pytest.raises(Skip, match="no NVML"):
-        claim.measure_point(claim.grid(quick=True, shapes=[[2, 4, 4, 8]])[1], torch.device("cpu"),
+        claim.measure_point(claim.grid(kind="cpu", quick=True, shapes=[[2, 4, 4, 8]])[1], torch.device("cpu"),
                             unavailable_reason=lambda d: "no NVML here")
 
 
@@ -208,8 +207,8 @@ def test_without_nvml_every_point_skips_with_the_reason():
 def test_a_real_gpu_window_measures_energy(results_root):
     if reason := nvml_available():
         pytest.skip(reason)
-    points = claim.grid(quick=True, shapes=[[16, 32, 64, 64]])[:2]  # the idle window and torch.fused
-    report = claim.measure(points, device="cuda", min_time=0.05, quick=True)
+    points = claim.grid(kind="cuda", quick=True, shapes=[[16, 32, 64, 64]])[:2]  # the idle window and torch.fused
+    (report,) = claim.measure(points, device="cuda", min_time=0.05, quick=True)
     assert report.measured == 2, report
     table = claim.energy_table(results.load(claim.NAME))
     row = table.iloc[0]
@@ -220,9 +219,10 @@ def test_a_real_gpu_window_measures_energy(results_root):
 @pytest.mark.skipif(nvml_available() is None, reason="NVML works here: a CPU run would not skip at NVML")
 def test_a_quick_cpu_run_stores_skipped_rows_at_once(results_root):
     start = time.monotonic()
-    report = claim.measure(claim.grid(quick=True, shapes=[[16, 32, 128, 128]]), device="cpu", min_time=0.1,
-                           quick=True)
+    (report,) = claim.measure(claim.grid(kind="cpu", quick=True, shapes=[[16, 32, 128, 128]]), device="cpu",
+                              min_time=0.1, quick=True, progress=False)
     assert time.monotonic() - start < 30
+    assert report.claim == claim.NAME and report.left == 0
     assert report.skipped == 5 and report.measured == report.errors == 0
     data = results.load(claim.NAME)
     assert set(data.status) == {"skipped"} and data.error.str.contains("NVML is not available").all()
@@ -232,23 +232,40 @@ def test_a_quick_cpu_run_stores_skipped_rows_at_once(results_root):
 # --- parameters and grid --------------------------------------------------------------------------
 
 def test_grid_puts_idle_first_and_quick_shrinks_it():
-    full = claim.grid(quick=False, shapes=[[16, 32, 128, 128], [64, 128, 512, 1024]])
+    full = claim.grid(kind="cuda", quick=False, shapes=[[16, 32, 128, 128], [64, 128, 512, 1024]])
     assert full[0].kernel == claim.IDLE_KERNEL and len(full) == 1 + 6 * 2 * 2 * 2
-    quick = claim.grid(quick=True, shapes=[[16, 32, 128, 128], [64, 128, 512, 1024]], window_s=2.0)
+    quick = claim.grid(kind="cuda", quick=True, shapes=[[16, 32, 128, 128], [64, 128, 512, 1024]], window_s=2.0)
     assert len(quick) == 1 + 2 * 2 and {p.shape.timesteps for p in quick[1:]} == {8}
     assert all(p.config["window_s"] == claim.QUICK_WINDOW_S for p in quick[1:])
+    # the claim's defaults are the same grid on both kinds (on a CPU every point becomes a skipped row)
+    assert claim.CLAIM.defaults["cpu"] == claim.CLAIM.defaults["cuda"]
+    assert [p.key() for p in claim.CLAIM.points("cpu")] == [p.key() for p in full]
 
 
 @pytest.mark.parametrize("bad", [[], [[16, 32, 128]], [[16, 32, 128, 0]], [16, 32, 128, 128], "small"])
 def test_bad_shapes_are_a_parameter_error(bad):
     with pytest.raises(ParameterError, match="'shapes'"):
+        claim.CLAIM.parameters("cpu", shapes=bad)
+    with pytest.raises(ParameterError, match="'shapes'"):
         claim.check_shapes(bad)
 
 
-def test_a_window_shorter_than_the_counter_allows_is_a_parameter_error():
-    with pytest.raises(ParameterError, match="'window_s'"):
-        claim.check_window(window_s=0.05)
+@pytest.mark.parametrize("name", ["window_s", "idle_s"])
+def test_a_window_shorter_than_the_counter_allows_is_a_parameter_error(name):
+    with pytest.raises(ParameterError, match=f"'{name}'"):
+        claim.CLAIM.parameters("cpu", **{name: 0.05})
+    with pytest.raises(ParameterError, match=f"'{name}'"):
+        claim.check_window(**{name: 0.05})
     claim.check_window(window_s=0.5, idle_s=1)
+    assert claim.CLAIM.parameters("cuda", window_s=0.5, idle_s=1)["idle_s"] == 1
+
+
+@pytest.mark.parametrize("bad", [dict(kernel_names=["torch.raw"]), dict(precisions=["fp8"]),
+                                 dict(phases=["backward"]), dict(window=1.0)])
+def test_other_bad_parameters_name_themselves(bad):
+    name = next(iter(bad))
+    with pytest.raises(ParameterError, match=f"'{name}'"):
+        claim.CLAIM.parameters("cpu", **bad)
 
 
 # --- the page's figures -------------------------------------------------------------------------
@@ -274,15 +291,21 @@ def test_figures_draw_a_gpu_set_and_nothing_without_one(tmp_path):
 
 @pytest.mark.slow
 def test_the_page_renders_a_stored_gpu_set(tmp_path):
+    import nbformat
+    import papermill
+
     gpu_set(3.0, tmp_path / "results")
     cpu_skipped_set(tmp_path / "results")
     out = tmp_path / "06.ipynb"
     papermill.execute_notebook(str(Path(__file__).resolve().parent.parent / "notebooks" / "06_energy.ipynb"),
                                str(out), kernel_name="python3", progress_bar=False,
-                               parameters={"measure": False, "results_dir": str(tmp_path / "results")})
+                               parameters={"measure": False, "results_dir": str(tmp_path / "results"),
+                                           "grid": {"window_s": 1.0}})
     executed = nbformat.read(out, as_version=4)
     outputs = [o for c in executed.cells if c.cell_type == "code" for o in c.outputs]
     assert not [o for o in outputs if o.output_type == "error"]
     assert sum("image/png" in o.get("data", {}) for o in outputs) >= 3  # energy, proportion, AMP
     text = " ".join(str(o.get("data", {}).get("text/plain", "")) for o in outputs)
     assert "reproduced" in text and "not measured on this hardware" in text
+    # the page shows the grid it would measure, with the override applied
+    assert "default grid of 06_energy" in text and re.search(r"window_s\s+1\.0\b", text)

@@ -9,6 +9,7 @@ import pytest
 
 from lstmstudy.claims import Outcome
 from lstmstudy.claims import mixed_precision as claim
+from lstmstudy.errors import ParameterError
 
 CPU = "cpu-xeon-test-2t"
 GPU = "cuda-h100-test"
@@ -125,6 +126,22 @@ def test_grid_interleaves_precisions_and_puts_keras_per_device_kind():
     quick = claim.grid(kind="cpu", **{**kwargs, "quick": True})
     assert {p.shape.hidden for p in quick if p.kernel == claim.HEADLINE_KERNEL} == {64, 256}
     assert max(p.shape.timesteps for p in quick) <= 16
+
+
+def test_the_default_grids_per_device_kind():
+    cpu, cuda = claim.CLAIM.defaults["cpu"], claim.CLAIM.defaults["cuda"]
+    assert cuda["hiddens"] == [*cpu["hiddens"], 4096]  # a GPU makes the largest hidden size affordable
+    assert {k: v for k, v in cpu.items() if k != "hiddens"} == {k: v for k, v in cuda.items() if k != "hiddens"}
+    assert len(claim.CLAIM.points("cuda")) > len(claim.CLAIM.points("cpu"))
+    assert claim.CLAIM.parameters("cpu", hiddens=[64])["hiddens"] == [64]
+
+
+@pytest.mark.parametrize("bad", [dict(hiddens=[]), dict(batch_sweep=[0]), dict(sweep_hidden=True),
+                                 dict(precisions=["fp32"]), dict(phases=["backward"]), dict(batch=[32])])
+def test_bad_parameters_name_themselves(bad):
+    name = next(iter(bad))
+    with pytest.raises(ParameterError, match=f"'{name}'"):
+        claim.CLAIM.parameters("cpu", **bad)
 
 
 def test_tables_show_what_ran_and_what_did_not():

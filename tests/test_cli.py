@@ -8,7 +8,7 @@ import nbformat
 import pytest
 import torch
 
-from lstmstudy import cli
+from lstmstudy import cli, toc
 
 
 def run(*args: str) -> subprocess.CompletedProcess:
@@ -105,6 +105,6 @@ def test_missing_pages_are_named_before_the_book_is_built(tmp_path):
     (tmp_path / "book" / "intro.md").write_text("# Intro\n")
     (tmp_path / "_toc.yml").write_text("format: jb-book\nroot: book/intro\nchapters:\n"
                                        "  - file: book/claims/01_demo\n  - file: book/ledger\n")
-    assert cli.missing_pages(tmp_path) == ["book/claims/01_demo", "book/ledger"]
+    assert toc.missing_pages(tmp_path) == ["book/claims/01_demo", "book/ledger"]
     nbformat.write(nbformat.v4.new_notebook(), tmp_path / "book" / "ledger.ipynb")
-    assert cli.missing_pages(tmp_path) == ["book/claims/01_demo"]
+    assert toc.missing_pages(tmp_path) == ["book/claims/01_demo"]

@@ -61,8 +61,8 @@ def test_hardware_id_names():
     assert hardware.hardware_id(xeon) == "cpu-xeon-platinum-8480c-2t"
     epyc = replace(base, cpu_model="AMD EPYC 7763 64-Core Processor", threads=16)
     assert hardware.hardware_id(epyc) == "cpu-epyc-7763-64-16t"
-    h100 = replace(base, device_kind="cuda", gpu_name="NVIDIA H100 80GB HBM3")
-    assert hardware.hardware_id(h100) == "cuda-h100-80gb-hbm3"
+    h100 = replace(base, device_kind="cuda", gpu_name="NVIDIA H100 80GB HBM3", host="1a2b3c")
+    assert hardware.hardware_id(h100) == "cuda-h100-80gb-hbm3-1a2b3c"  # one GPU model, two hosts: two sets
     generic = replace(base, cpu_model="Intel(R) Xeon(R) Processor", threads=2)
     assert re.fullmatch(r"cpu-xeon-f\d+m\d+-2t", hardware.hardware_id(generic))
 
@@ -71,3 +71,28 @@ def test_hardware_id_names():
 def test_fingerprint_of_gpu():
     fp = hardware.fingerprint("cuda")
     assert fp.gpu_name and fp.cuda and fp.hardware_id.startswith("cuda-")
+
+
+def test_the_host_tag_is_stable_and_can_be_named(monkeypatch):
+    monkeypatch.delenv("LSTMSTUDY_HOST", raising=False)
+    tag = hardware.host_tag()
+    assert re.fullmatch(r"[0-9a-f]{6}", tag) and hardware.host_tag() == tag
+    monkeypatch.setenv("LSTMSTUDY_HOST", "lent-h100")  # a rented VM whose hostname changes at every boot
+    assert hardware.host_tag() != tag and re.fullmatch(r"[0-9a-f]{6}", hardware.host_tag())
+
+
+def test_the_fingerprint_records_the_commit_and_whether_the_tree_was_dirty(monkeypatch):
+    commit, dirty = hardware.git_state()
+    assert re.fullmatch(r"[0-9a-f]{12}", commit) and isinstance(dirty, bool)
+    fp = hardware.fingerprint("cpu")
+    assert (fp.git_commit, fp.git_dirty) == (commit, dirty) and fp.keras_backend
+
+
+@pytest.mark.parametrize(("value", "expected"), [("ff8185cc747b", ("ff8185cc747b", False)),
+                                                 ("ff8185cc747b+dirty", ("ff8185cc747b", True)),
+                                                 ("", ("", None))])
+def test_a_copy_without_git_reads_the_commit_from_the_environment(monkeypatch, value, expected):
+    monkeypatch.setattr(hardware, "_git", lambda *args: None)  # no .git: a GPU node's copy of the tree
+    monkeypatch.setenv("LSTMSTUDY_GIT_COMMIT", value)
+    assert hardware.git_state() == expected
+

@@ -22,7 +22,7 @@ keras = pytest.importorskip("keras")
 
 from lstmstudy import kernels, timing  # noqa: E402
 from lstmstudy.errors import Skip  # noqa: E402
-from lstmstudy.kernels import LSTMWeights, keras_kernels, make_inputs  # noqa: E402
+from lstmstudy.kernels import DTYPE_NAMES, LSTMWeights, PrecisionMismatch, keras_kernels, make_inputs  # noqa: E402
 from lstmstudy.kernels.criteria import explain_cudnn  # noqa: E402
 from lstmstudy.shapes import LSTMShape  # noqa: E402
 
@@ -186,6 +186,76 @@ def test_keras_on_torch_matches_the_reference():
         np.testing.assert_allclose(np.array(got["forward"]), expected, **FP32, err_msg=name)
         assert_grads_close([[{k: np.array(v) for k, v in d.items()} for d in row] for row in got["grads"]],
                            expected_grads, **FP32)
+
+
+@pytest.mark.parametrize("phase", ["inference", "train"])
+@pytest.mark.parametrize("precision", ["fp32", "bf16"])
+def test_compute_dtype_is_the_policy_dtype(precision, phase):
+    """A mixed policy computes in its 16-bit dtype, and the model's output says so."""
+    assert kernels.build("keras.cudnn_auto", SINGLE, precision=precision, phase=phase).compute_dtype == (
+        DTYPE_NAMES[precision])
+
+
+def test_an_output_in_another_dtype_is_an_error(monkeypatch):
+    monkeypatch.setitem(keras_kernels.POLICIES, "bf16", "mixed_float16")  # a layer that computes fp16 for bf16
+    with pytest.raises(PrecisionMismatch, match="^keras.relu at bf16: the LSTM computed in float16, not bfloat16$"):
+        kernels.build("keras.relu", SINGLE, precision="bf16")
+
+
+def test_backend_names_the_keras_backend():
+    assert keras_kernels.backend() == keras.backend.backend()
+
+
+def test_the_torch_backend_never_imports_tensorflow():
+    """A GPU node without TensorFlow: building, stepping and profiling Keras kernels on torch must not need it.
+
+    Keras's own `Bidirectional` probes for TensorFlow (and copes when it is missing), so the blocker makes
+    an import fail rather than hiding the package. Every torch step runs under `ieee_fp32`.
+    """
+    script = textwrap.dedent("""
+        import importlib.abc, importlib.machinery, json, sys
+
+        class Refuse(importlib.abc.Loader):
+            def create_module(self, spec):
+                raise ImportError(f"tensorflow is blocked in this test ({spec.name})")
+
+            def exec_module(self, module):
+                pass
+
+        class Block(importlib.abc.MetaPathFinder):
+            def find_spec(self, name, path, target=None):
+                return importlib.machinery.ModuleSpec(name, Refuse()) if name.split(".")[0] == "tensorflow" else None
+
+        sys.meta_path.insert(0, Block())
+        from lstmstudy import kernels
+        from lstmstudy.kernels import keras_kernels
+        from lstmstudy.shapes import LSTMShape
+
+        devices = []
+        ieee_fp32 = keras_kernels.ieee_fp32
+        keras_kernels.ieee_fp32 = lambda device: devices.append(str(device)) or ieee_fp32(device)
+        shape = LSTMShape(batch=2, timesteps=4, features=3, hidden=4, layers=2, bidirectional=True)
+        dtypes = {}
+        for name in ("keras.cudnn_auto", "keras.relu"):
+            for precision in ("fp32", "bf16"):
+                for phase in ("inference", "train"):
+                    k = kernels.build(name, shape, "cpu", precision, phase)
+                    k.step()
+                    k.forward()
+                    k.observed_kernel()
+                    dtypes[f"{name} {precision} {phase}"] = k.compute_dtype
+        print("RESULT" + json.dumps({"backend": keras_kernels.backend(), "dtypes": dtypes, "ieee_devices": devices,
+                                     "tensorflow": [m for m in sys.modules if m.split(".")[0] == "tensorflow"]}))
+    """)
+    env = {**os.environ, "KERAS_BACKEND": "torch"}
+    done = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, env=env, timeout=300)
+    assert done.returncode == 0, done.stderr[-3000:]
+    result = json.loads(done.stdout.split("RESULT", 1)[1])
+    assert result["backend"] == "torch" and result["tensorflow"] == []
+    assert result["dtypes"] == {f"{name} {precision} {phase}": DTYPE_NAMES[precision]
+                                for name in ("keras.cudnn_auto", "keras.relu") for precision in ("fp32", "bf16")
+                                for phase in ("inference", "train")}
+    assert len(result["ieee_devices"]) >= 3 * 8 and set(result["ieee_devices"]) == {"cpu"}  # build, step, forward
 
 
 @pytest.mark.gpu

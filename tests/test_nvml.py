@@ -86,6 +86,35 @@ class FakeNvml:
         self._call("memory")
         return SimpleNamespace(used=self.memory, free=0, total=self.memory)
 
+    # what the fingerprint reads
+    NVML_CLOCK_SM = 1
+    NVML_FEATURE_ENABLED = 1
+    uuids = ("GPU-aaaa", "GPU-bbbb")
+
+    def nvmlDeviceGetUUID(self, handle: str) -> bytes:
+        self._call("uuid")
+        return self.uuids[int(handle[3:])].encode()
+
+    def nvmlSystemGetDriverVersion(self) -> str:
+        self._call("driver")
+        return "580.159.04"
+
+    def nvmlDeviceGetClockInfo(self, handle: str, clock: int) -> int:
+        self._call("clock")
+        return 1980
+
+    def nvmlDeviceGetMaxClockInfo(self, handle: str, clock: int) -> int:
+        self._call("max_clock")
+        return 1980
+
+    def nvmlDeviceGetEnforcedPowerLimit(self, handle: str) -> int:
+        self._call("power_limit")
+        return 700_000
+
+    def nvmlDeviceGetPersistenceMode(self, handle: str) -> int:
+        self._call("persistence")
+        return 1
+
 
 for _name, _code in vars(pynvml).items():  # the real error codes
     if _name.startswith("NVML_ERROR_"):
@@ -344,3 +373,26 @@ def test_real_gpu_energy():
     assert m.duration_s >= 0.5 and m.n_samples > 3
     assert m.peak_power_w >= m.mean_power_w > 0 and m.peak_memory_bytes > 0
     assert idle.mean_power_w > 0
+
+
+def test_device_facts_for_the_fingerprint(fake):
+    assert nvml_mod.device_facts(0) == {"driver": "580.159.04", "sm_clock_mhz": 1980, "sm_clock_max_mhz": 1980,
+                                        "power_limit_w": 700.0, "persistence_mode": True, "energy_counter": True}
+    assert fake.log[-1] == "shutdown"
+
+
+def test_a_fact_this_gpu_refuses_is_unknown_not_an_error(fake):
+    fake.fail["persistence"] = pynvml.NVML_ERROR_NOT_SUPPORTED
+    fake.fail["power_limit"] = pynvml.NVML_ERROR_NO_PERMISSION
+    facts = nvml_mod.device_facts(0)
+    assert facts["persistence_mode"] is None and facts["power_limit_w"] is None and facts["sm_clock_mhz"] == 1980
+
+
+def test_nvml_index_matches_the_uuid_whatever_cuda_calls_it(fake):
+    fake.gpus = 2
+    assert nvml_mod.nvml_index("GPU-bbbb", fallback=0) == 1
+    assert nvml_mod.nvml_index("bbbb", fallback=0) == 1  # torch's UUIDs come without the prefix
+    assert nvml_mod.nvml_index("GPU-cccc", fallback=0) == 0
+    fake.fail["init"] = pynvml.NVML_ERROR_LIBRARY_NOT_FOUND
+    assert nvml_mod.nvml_index("GPU-bbbb", fallback=3) == 3
+

@@ -7,9 +7,11 @@ import sys
 import textwrap
 
 import pytest
+import torch
 
 from lstmstudy import results, sweep, timing
-from lstmstudy.errors import Skip
+from lstmstudy.backends import keras_backend
+from lstmstudy.errors import DeviceFailed, Skip
 from lstmstudy.hardware import fingerprint
 from lstmstudy.shapes import LSTMShape
 
@@ -107,10 +109,85 @@ def test_rerun_measures_again_and_load_keeps_the_newest(results_root):
     assert len(results.load("demo", latest=False)) == 4 and len(results.load("demo")) == 2
 
 
-def test_time_budget_stops_between_points(results_root):
-    report = sweep.run("demo", grid(), lambda p, d: fake_outcome(), device="cpu", progress=False, time_budget_s=0)
-    assert report.stopped_early and report.measured == 1
+def test_a_deadline_stops_between_points_and_the_next_call_resumes(results_root):
+    deadline = sweep.Deadline.after(0.0)  # already passed: only the first point of the command starts
+    report = sweep.run("demo", grid(), lambda p, d: fake_outcome(), device="cpu", progress=False, deadline=deadline)
+    assert (report.measured, report.left) == (1, 5) and "5 left for the next call" in str(report)
+    again = sweep.run("demo", grid(), lambda p, d: fake_outcome(), device="cpu", progress=False)
+    assert (again.measured, again.already_stored, again.left) == (5, 1, 0)
+    assert len(results.load("demo", latest=False)) == 6
 
+
+def test_a_deadline_counts_across_claims_and_leaves_room_for_the_longest_point(results_root):
+    deadline = sweep.Deadline.after(60.0)
+    deadline.record(120.0)  # a point of this command already took two minutes: the next would overrun
+    report = sweep.run("demo", grid(2), lambda p, d: fake_outcome(), device="cpu", progress=False, deadline=deadline)
+    assert (report.measured, report.left) == (0, 2)
+    assert sweep.Deadline().allows_another() and sweep.Deadline.after(None).at is None
+
+
+def test_stored_errors_are_retried_only_when_asked(results_root):
+    calls = []
+
+    def flaky(point, device):
+        calls.append(point.shape.batch)
+        if len(calls) == 2:
+            raise RuntimeError("cuDNN error: CUDNN_STATUS_EXECUTION_FAILED")
+        return fake_outcome()
+
+    first = sweep.run("demo", grid(3), flaky, device="cpu", progress=False)
+    assert (first.measured, first.errors) == (2, 1)
+    second = sweep.run("demo", grid(3), flaky, device="cpu", progress=False)
+    assert (second.measured, second.already_stored, second.errors_not_retried) == (0, 2, 1)
+    assert "1 stored errors not retried (--retry-errors)" in str(second)
+    third = sweep.run("demo", grid(3), flaky, device="cpu", progress=False, retry_errors=True)
+    assert (third.measured, third.already_stored) == (1, 2) and calls[-1] == 2
+    history = results.load("demo", latest=False).set_index("batch")
+    assert sorted(history.loc[2, "status"]) == ["error", "ok"]  # the file keeps both rows
+    assert results.load("demo").set_index("batch").status[2] == "ok"  # load shows the newest
+    assert results.error_keys("demo", HW) == set()
+
+
+def test_a_cuda_error_that_poisons_the_process_stops_the_sweep(results_root):
+    def measure(point, device):
+        if point.shape.batch == 3:
+            raise RuntimeError("CUDA error: an illegal memory access was encountered")
+        return fake_outcome()
+
+    with pytest.raises(DeviceFailed, match="leaves this process unusable.*Run the command again to resume"):
+        sweep.run("demo", grid(5), measure, device="cpu", progress=False)
+    frame = results.load("demo").set_index("batch")
+    assert frame.status.to_dict() == {1: "ok", 2: "ok", 3: "error"}  # nothing after the poisoned point
+    resumed = sweep.run("demo", grid(5), lambda p, d: fake_outcome(), device="cpu", progress=False)
+    assert (resumed.measured, resumed.errors_not_retried) == (2, 1)
+
+
+def test_out_of_memory_is_one_error_row_and_the_sweep_goes_on(results_root):
+    def measure(point, device):
+        if point.shape.batch == 2:
+            raise torch.cuda.OutOfMemoryError("CUDA out of memory. Tried to allocate 20.00 GiB")
+        return fake_outcome()
+
+    report = sweep.run("demo", grid(3), measure, device="cpu", progress=False)
+    assert (report.measured, report.errors) == (2, 1)
+
+
+@pytest.mark.parametrize(("message", "fatal"), [
+    ("CUDA error: an illegal memory access was encountered", True),
+    ("CUDA error: unspecified launch failure", True),
+    ("CUDA error: device-side assert triggered", True),
+    ("cudaErrorLaunchFailure", True),
+    ("CUDA out of memory. Tried to allocate 2 GiB", False),
+    ("cuDNN error: CUDNN_STATUS_NOT_SUPPORTED", False),
+])
+def test_which_cuda_errors_poison_the_process(message, fatal):
+    assert sweep.is_fatal_cuda_error(RuntimeError(message)) is fatal
+
+
+def test_keras_rows_record_their_backend_in_the_key():
+    keras_point = sweep.Point("keras.cudnn_auto", LSTMShape(batch=1, timesteps=4, features=2, hidden=8))
+    assert keras_point.key_fields()["backend"] == keras_backend() != ""
+    assert grid(1)[0].key_fields()["backend"] == ""
 
 def test_config_extras_are_part_of_the_key(results_root):
     shape = LSTMShape(batch=1, timesteps=4, features=2, hidden=8)

@@ -121,6 +121,25 @@ def test_low_precision_runs_close_to_fp32_or_skips(name, precision, phase):
         assert all(np.isfinite(g).all() for layer in built.grads() for d in layer for g in d.values())
 
 
+@pytest.mark.parametrize("phase", ["inference", "train"])
+def test_compute_dtype_is_what_the_lstm_output_had(phase):
+    """fp32 is float32; bf16 is bfloat16 where oneDNN ran it, float32 where only the matmuls were autocast."""
+    shape = SHAPES["two-layer-bidirectional"]
+    assert kernels.build("torch.fused", shape, phase=phase).compute_dtype == "float32"
+    fused = kernels.build("torch.fused", shape, "cpu", "bf16", phase)
+    assert fused.compute_dtype == ("bfloat16" if fused.observed_kernel() == "onednn" else "float32")
+    assert kernels.build("torch.raw", shape, "cpu", "bf16", phase).compute_dtype == "bfloat16"
+    assert kernels.build("torch.raw_noinput", SHAPES["single"], "cpu", "fp16", phase).compute_dtype == "float16"
+    # autocast runs the cell loop's matmuls in bf16 but its cell state stays fp32, and the field says so
+    assert kernels.build("torch.cell_loop", shape, "cpu", "bf16", phase).compute_dtype == "float32"
+
+
+def test_measure_point_passes_the_compute_dtype_on():
+    point = sweep.Point("torch.raw", SHAPES["single"], precision="bf16")
+    outcome = kernels.measure_point(point, torch.device("cpu"), warmup=1, min_time=0.0, max_time=0.02, min_samples=3)
+    assert outcome.compute_dtype == "bfloat16"
+
+
 def test_available_lists_every_torch_kernel():
     for precision in ("fp32", "bf16", "fp16"):
         listed = kernels.available("cpu", precision)
@@ -238,3 +257,18 @@ def test_gpu_low_precision(precision):
             continue
         out = kernels.build(name, shape, "cuda", precision, weights=weights).forward()
         np.testing.assert_allclose(out, reference, atol=LOW_PRECISION_ATOL[precision], rtol=0, err_msg=name)
+
+
+@pytest.mark.gpu
+@needs_gpu
+@pytest.mark.parametrize("phase", ["inference", "train"])
+@pytest.mark.parametrize("precision", ["bf16", "fp16"])
+def test_gpu_nn_lstm_computes_in_the_dtype_asked_for(precision, phase):
+    """Not autocast's fp16 for bf16: the module is held in the 16-bit type (cuDNN where it takes it)."""
+    shape = SHAPES["two-layer-bidirectional"]
+    for name in ("torch.fused", "torch.native"):
+        if kernels.spec(name).unavailable(torch.device("cuda"), precision):
+            continue
+        built = kernels.build(name, shape, "cuda", precision, phase)
+        assert built.compute_dtype == {"bf16": "bfloat16", "fp16": "float16"}[precision], name
+        assert built.observed_kernel() in ("cudnn", "generic")

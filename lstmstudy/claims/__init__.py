@@ -1,18 +1,35 @@
-"""What every claim module shares: verdicts decided by a rule stated before the data, and ratios with
-confidence intervals computed from the raw samples.
+"""The claim contract, and what every claim module shares: verdicts decided by a rule stated before the
+data, and ratios with confidence intervals computed from the raw samples.
 
-A claim module (`lstmstudy.claims.cudnn_fallback`, ...) holds the seed's figures, the grid it measures,
-and `verdicts(frame) -> list[Verdict]`: one verdict per hardware set, computed from stored results.
+Each claim module (`lstmstudy.claims.cudnn_fallback`, ...) exposes one `Claim` as `CLAIM`: its number,
+its one name (module, results folder, notebook stem, ledger), the seed's figures, the default grid per
+device kind and `verdicts(frame) -> list[Verdict]`. `registry()` lists them in order, with the kernel
+benchmark (`kernels`, measured but never judged) last; the command line, the notebooks and the ledger all
+read that list.
 """
 
 from __future__ import annotations
 
-from collections.abc import Sequence
-from dataclasses import asdict, dataclass
+import copy
+import importlib
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import asdict, dataclass, field
 from enum import Enum
+from pathlib import Path
+from typing import TYPE_CHECKING
 
 import numpy as np
 import pandas as pd
+
+from lstmstudy.errors import ParameterError
+
+if TYPE_CHECKING:  # the claims' analysis runs without torch; only measuring needs the sweep
+    from lstmstudy.sweep import Deadline, Point, SweepReport
+
+#: every entry `lstmstudy measure` knows, in the order it measures them: the claims, then the kernel benchmark
+MODULES = ("cudnn_fallback", "cpu_vs_gpu_batch", "mixed_precision", "frameworks_vs_baseline", "bucketing", "energy",
+           "kernel_benchmark")
+DEVICE_KINDS = ("cpu", "cuda")
 
 SHAPE_KEYS = ["hardware_id", "phase", "precision", "batch", "timesteps", "features", "hidden", "layers",
               "bidirectional", "config"]
@@ -42,8 +59,94 @@ class Verdict:
         return {**asdict(self), "outcome": self.outcome.value}
 
 
-def frame(verdicts: Sequence[Verdict]) -> pd.DataFrame:
-    return pd.DataFrame([v.as_dict() for v in verdicts])
+@dataclass(frozen=True)
+class Claim:
+    """One claim of the study: what the command line, its notebook and the ledger need to know.
+
+    `defaults[kind]` is the grid measured by default on a device kind ('cpu', 'cuda'): keyword arguments
+    of `grid(kind=, quick=, **parameters)`, which returns the points (`quick` shrinks them to a smoke
+    run). `measure(points, device=, min_time=, quick=, **sweep_options)` times them through `sweep.run`
+    and returns its reports. `seconds_per_point[kind]` is the planning estimate of one point's time,
+    measuring included (build, warm-up, samples, the profiler's look at what ran), from earlier runs.
+    """
+
+    number: str  # "01"; "" for the kernel benchmark, which is measured but not judged
+    name: str
+    statement: str
+    seed_figure: str
+    rule: str  # how the verdict is decided, stated before the data
+    defaults: Mapping[str, Mapping[str, object]]
+    grid: Callable[..., list[Point]]
+    measure: Callable[..., list[SweepReport]]
+    verdicts: Callable[[pd.DataFrame], list[Verdict]]
+    seconds_per_point: Mapping[str, float]
+    #: kernels measured after every other point of a grid (compiles, masked Keras loops)
+    slow: frozenset[str] = frozenset()
+    #: parameters that change how the points are measured, not which: passed to `measure`, not `grid`
+    measure_options: tuple[str, ...] = ()
+    min_time: float = 0.1
+    check: Callable[[dict[str, object]], None] = field(default=lambda parameters: None)
+
+    @property
+    def stem(self) -> str:
+        """The notebook's and the page's name (`01_cudnn_fallback`)."""
+        return f"{self.number}_{self.name}" if self.number else self.name
+
+    def parameters(self, kind: str, **overrides: object) -> dict[str, object]:
+        """The default grid of a device kind with `overrides` applied; an unknown name is an error."""
+        if kind not in DEVICE_KINDS:
+            raise ParameterError(f"device kind must be one of {DEVICE_KINDS}, got {kind!r}")
+        known = copy.deepcopy(dict(self.defaults[kind]))  # a caller may edit the lists it gets
+        if unknown := sorted(set(overrides) - set(known)):
+            raise ParameterError(f"claim {self.stem} has no grid parameter {', '.join(map(repr, unknown))}; "
+                                 f"its parameters: {', '.join(known)}")
+        known.update(overrides)
+        self.check(known)
+        return known
+
+    def points(self, kind: str, *, quick: bool = False, **overrides: object) -> list[Point]:
+        """The grid to measure on a device of `kind`, slow kernels last (each group in grid order)."""
+        parameters = self.parameters(kind, **overrides)
+        points = self.grid(kind=kind, quick=quick,
+                           **{k: v for k, v in parameters.items() if k not in self.measure_options})
+        return sorted(points, key=lambda p: p.kernel in self.slow)
+
+    def estimate_s(self, kind: str) -> float:
+        """Planned seconds to measure the default grid of `kind` from scratch (points x seconds per point)."""
+        return len(self.points(kind)) * self.seconds_per_point[kind]
+
+    def run(self, device: str = "auto", *, quick: bool = False, min_time: float | None = None,
+            root: Path | None = None, retry_errors: bool = False, rerun: bool = False,
+            deadline: Deadline | None = None, progress: bool = True, **overrides: object) -> list[SweepReport]:
+        """Measure this claim's grid for `device` (what `lstmstudy measure` and the notebooks call)."""
+        from lstmstudy import hardware
+
+        kind = hardware.resolve_device(device).type
+        options = {k: v for k, v in self.parameters(kind, **overrides).items() if k in self.measure_options}
+        return self.measure(self.points(kind, quick=quick, **overrides), device=device,
+                            min_time=self.min_time if min_time is None else min_time, quick=quick, root=root,
+                            retry_errors=retry_errors, rerun=rerun, deadline=deadline, progress=progress, **options)
+
+
+def registry(*, judged_only: bool = False) -> list[Claim]:
+    """Every claim in order (and the kernel benchmark last, unless `judged_only`)."""
+    entries = [importlib.import_module(f"lstmstudy.claims.{name}").CLAIM for name in MODULES]
+    return [c for c in entries if c.number or not judged_only]
+
+
+def lookup(wanted: Sequence[str] | None) -> list[Claim]:
+    """Claims by number (`01`), name (`cudnn_fallback`) or stem, in registry order; None or 'all': every one."""
+    entries = registry()
+    if not wanted or list(wanted) == ["all"]:
+        return entries
+    chosen = set()
+    for want in wanted:
+        matches = [c.stem for c in entries if want in (c.number, c.name, c.stem)]
+        if not matches:
+            known = ", ".join(["all", *(c.stem for c in entries)])
+            raise ParameterError(f"unknown claim {want!r}; known: {known}")
+        chosen.update(matches)
+    return [c for c in entries if c.stem in chosen]
 
 
 def band(value: float | None, reproduced: tuple[float, float], partly: tuple[float, float]) -> Outcome:

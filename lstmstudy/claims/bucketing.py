@@ -41,8 +41,10 @@ import numpy as np
 import pandas as pd
 
 from lstmstudy import data, sweep
-from lstmstudy.claims import Outcome, Verdict, band, bootstrap_ratio, timing_options
+from lstmstudy.claims import Claim, Outcome, Verdict, band, bootstrap_ratio, timing_options
 from lstmstudy.errors import ParameterError, Skip
+from lstmstudy.parameters import check_choices, check_positive_ints
+from lstmstudy.kernels import dtype_name
 from lstmstudy.shapes import LSTMShape
 
 NAME = "bucketing"
@@ -86,16 +88,12 @@ def check_boundaries(boundaries: object) -> tuple[int, ...]:
     return tuple(boundaries)
 
 
-def check_parameters(*, kernels: object, layers: object, static_boundaries: object, static_pad_to: object) -> None:
-    """The claim's own notebook parameters (the generic ones are checked by `lstmstudy.notebook`)."""
-    if not isinstance(kernels, (list, tuple)) or not kernels or any(k not in KERNELS for k in kernels):
-        raise ParameterError(f"parameter 'kernels' must be a non-empty list drawn from {list(KERNELS)}, "
-                             f"got {kernels!r}")
-    if isinstance(layers, bool) or not isinstance(layers, int) or layers < 0:
-        raise ParameterError(f"parameter 'layers' must be a non-negative integer (0: the default for the device), "
-                             f"got {layers!r}")
-    check_boundaries(static_boundaries)
-    check_pad_to(static_pad_to)
+def check_parameters(parameters: dict) -> None:
+    check_choices("kernels", parameters["kernels"], KERNELS)
+    check_positive_ints(**{k: [parameters[k]] for k in ("batch_size", "corpus_size", "sample_batches", "layers",
+                                                         "hidden", "features")})
+    check_boundaries(parameters["static_boundaries"])
+    check_pad_to(parameters["static_pad_to"])
 
 
 def check_pad_to(pad_to: object) -> str:
@@ -188,24 +186,17 @@ def timing_sample(plan: data.BatchPlan, k: int) -> data.BatchPlan:
 
 # --- the grid -------------------------------------------------------------------------------------------
 
-def settings(*, quick: bool, batch_size: int, corpus_size: int, sample_batches: int, layers: int, hidden: int,
-             features: int, device_kind: str) -> dict[str, int]:
-    """The sizes a run uses: `layers=0` means the seed's 8 on a GPU and 2 on a CPU; quick shrinks all."""
-    if layers == 0:
-        layers = SEED_LAYERS if device_kind == "cuda" else 2
+def grid(*, kind: str, quick: bool, kernels: Sequence[str], batch_size: int, corpus_size: int, sample_batches: int,
+         layers: int, hidden: int, features: int, static_boundaries: Sequence[int], static_pad_to: str,
+         seed: int = 0) -> list[sweep.Point]:
+    """Every plan x kernel, one training-phase point each; `quick` shrinks every size to a smoke run.
+
+    The defaults differ by device kind only in `layers`: the seed's 8 on a GPU, 2 on a small CPU.
+    """
     if quick:
-        return dict(batch_size=min(batch_size, 8), corpus_size=min(corpus_size, 2000),
-                    sample_batches=min(sample_batches, 2), layers=1, hidden=min(hidden, 32),
-                    features=min(features, 8))
-    return dict(batch_size=batch_size, corpus_size=corpus_size, sample_batches=sample_batches, layers=layers,
-                hidden=hidden, features=features)
-
-
-def grid(*, batch_size: int, corpus_size: int, sample_batches: int, layers: int, hidden: int, features: int,
-         kernels: Sequence[str] = KERNELS, seed: int = 0, boundaries: Sequence[int] = (10, 20, 30, 40, 60),
-         pad_to: str = "boundary") -> list[sweep.Point]:
-    """Every plan x kernel, one training-phase point each (sizes from `settings`)."""
-    plan_set = plans(corpus_size, batch_size, seed=seed, boundaries=boundaries, pad_to=pad_to)
+        batch_size, corpus_size, sample_batches = min(batch_size, 8), min(corpus_size, 2000), min(sample_batches, 2)
+        layers, hidden, features = 1, min(hidden, 32), min(features, 8)
+    plan_set = plans(corpus_size, batch_size, seed=seed, boundaries=static_boundaries, pad_to=static_pad_to)
     longest = int(corpus(corpus_size, seed).max())
     shape = LSTMShape(batch=batch_size, timesteps=longest, features=features, hidden=hidden, layers=layers)
     points = []
@@ -216,20 +207,20 @@ def grid(*, batch_size: int, corpus_size: int, sample_batches: int, layers: int,
                   "sample_padded_steps": sample.padded_steps, "sample_real_steps": sample.real_steps,
                   "epoch_padded_steps": plan.padded_steps, "epoch_real_steps": plan.real_steps}
         if name == "static_buckets":
-            config.update(boundaries=list(boundaries), pad_to=pad_to)
+            config.update(boundaries=list(static_boundaries), pad_to=static_pad_to)
         points += [sweep.Point(kernel, shape, phase="train", config=config) for kernel in kernels]
     return points
 
 
 def measure(points: list[sweep.Point], *, device: str, min_time: float, quick: bool = False,
-            root: Path | None = None) -> sweep.SweepReport:
+            **sweep_options) -> list[sweep.SweepReport]:
     """Measure the points not yet stored for this hardware.
 
     One timed call trains on every sampled batch once, so it is already many steps: one warm-up call
     (which also runs the Keras step's first, optimising call) and at least 4 timed calls (3 when quick).
     """
     options = {**timing_options(min_time, quick), "warmup": 1, "min_samples": 3 if quick else 4}
-    return sweep.run(NAME, points, partial(measure_point, **options), device=device, root=root)
+    return [sweep.run(NAME, points, partial(measure_point, **options), device=device, **sweep_options)]
 
 
 # --- the training steps ----------------------------------------------------------------------------------
@@ -242,7 +233,8 @@ def _sample_for(point: sweep.Point) -> data.BatchPlan:
 
 
 def _torch_steps(point: sweep.Point, device, sample: data.BatchPlan):
-    """One training step per sampled batch (padded or packed), the device sync, and the kernel that runs."""
+    """One training step per sampled batch (padded or packed), the device sync, the kernel that runs and the
+    dtype it computes in."""
     import torch
     from torch import nn
 
@@ -275,7 +267,7 @@ def _torch_steps(point: sweep.Point, device, sample: data.BatchPlan):
             step(x, lens, mask)
 
     sync = sync_for(device)
-    return run, sync, _torch_kernels_seen(run, sync, len(batches), s.layers)
+    return run, sync, _torch_kernels_seen(run, sync, len(batches), s.layers), dtype_name(next(lstm.parameters()).dtype)
 
 
 def _torch_kernels_seen(run, sync, n_batches: int, layers: int) -> str:
@@ -348,7 +340,7 @@ def _keras_steps(point: sweep.Point, device, sample: data.BatchPlan):
         def run():
             for x, mask in tensors:
                 step(x, mask)
-        return run, sync, kernel
+        return run, sync, kernel, keras.backend.standardize_dtype(model.compute_dtype)
 
     import torch
 
@@ -373,7 +365,7 @@ def _keras_steps(point: sweep.Point, device, sample: data.BatchPlan):
 
     sync = sync_for(device)
     kernel = profiled_kernel(lambda: eager_step(*tensors[0]), sync)
-    return run, sync, kernel
+    return run, sync, kernel, keras.backend.standardize_dtype(model.compute_dtype)
 
 
 def measure_point(point: sweep.Point, device, **timing_kwargs) -> sweep.Outcome:
@@ -384,13 +376,13 @@ def measure_point(point: sweep.Point, device, **timing_kwargs) -> sweep.Outcome:
         raise ParameterError(f"unknown kernel {point.kernel!r} for claim {NAME}; kernels: {list(KERNELS)}")
     sample = _sample_for(point)
     if point.kernel.startswith("torch."):
-        run, sync, kernel = _torch_steps(point, device, sample)
+        run, sync, kernel, dtype = _torch_steps(point, device, sample)
     else:
-        run, sync, kernel = _keras_steps(point, device, sample)
+        run, sync, kernel, dtype = _keras_steps(point, device, sample)
     m = time_call(run, sync=sync, **timing_kwargs)
     steps = sample.real_steps if point.kernel == "torch.packed" else sample.padded_steps
     per_step = point.shape.flops("train") / (point.shape.batch * point.shape.timesteps)
-    return sweep.Outcome(measurement=m, flops=per_step * steps, observed_kernel=kernel)
+    return sweep.Outcome(measurement=m, flops=per_step * steps, observed_kernel=kernel, compute_dtype=dtype)
 
 
 # --- the analysis ----------------------------------------------------------------------------------------
@@ -687,3 +679,15 @@ def speedup_plot(table: pd.DataFrame, baseline: str = NO_BUCKETING):
         handles = [h for h in (*ax.get_lines(), *ax.collections) if not h.get_label().startswith("_")]
         ax.legend(handles=handles, loc="upper left", fontsize=8, framealpha=0.9)
     return grid
+
+
+#: the plan parameters are the same on every device kind; only the depth differs
+_COMMON = dict(kernels=list(KERNELS), batch_size=32, corpus_size=42068, sample_batches=6, hidden=128, features=32,
+               static_boundaries=[10, 20, 30, 40, 60], static_pad_to="boundary")
+CLAIM = Claim(
+    number=NUMBER, name=NAME, statement=STATEMENT, seed_figure=SEED_FIGURE, rule=RULE,
+    defaults={"cpu": dict(layers=2, **_COMMON), "cuda": dict(layers=SEED_LAYERS, **_COMMON)},
+    grid=grid, measure=measure, verdicts=verdicts, check=check_parameters,
+    # keras.masked (Keras's masked generic loop, 8 layers on a GPU) costs most: it comes last
+    seconds_per_point={"cpu": 5.6, "cuda": 8.0}, slow=frozenset({"keras.masked"}),
+)

@@ -16,13 +16,13 @@ from __future__ import annotations
 import json
 from collections.abc import Sequence
 from functools import partial
-from pathlib import Path
 
 import numpy as np
 import pandas as pd
 
 from lstmstudy import kernels, sweep
-from lstmstudy.claims import Outcome, Verdict, band, geomean, ratios, timing_options
+from lstmstudy.claims import Claim, Outcome, Verdict, band, geomean, ratios, timing_options
+from lstmstudy.parameters import check_bool, check_choices, check_positive_ints
 from lstmstudy.shapes import LSTMShape
 
 NAME = "cudnn_fallback"
@@ -54,23 +54,36 @@ COMPILED = {"torch.compiled"}
 HEADLINE = {"cuda": ("keras.recurrent_dropout", "keras.relu", "torch.native"), "cpu": ("torch.native",)}
 
 
-def grid(*, quick: bool, batches: Sequence[int], hiddens: Sequence[int], timesteps: int, features: int,
-         phases: Sequence[str], kernel_names: Sequence[str] | None = None) -> list[sweep.Point]:
-    """Every trigger and its fused baseline at every batch x hidden size and phase."""
+def grid(*, kind: str, quick: bool, batches: Sequence[int], hiddens: Sequence[int], timesteps: int,
+         features: int, phases: Sequence[str], blog_model: bool = True,
+         kernel_names: Sequence[str] | None = None) -> list[sweep.Point]:
+    """Every trigger and its fused baseline at every batch x hidden size and phase, then the blog's model.
+
+    The same grid on every device kind (`kind` is part of the contract; the defaults differ by kind).
+    """
     names = list(kernel_names or sorted({*TRIGGERS, *(base for base, _ in TRIGGERS.values())}))
     if quick:
         batches, hiddens, timesteps = batches[:1], hiddens[:1], min(timesteps, 8)
         names = [n for n in names if n not in COMPILED]
     first = (batches[0], hiddens[0])
-    return [sweep.Point(kernel, LSTMShape(batch=b, timesteps=timesteps, features=features, hidden=h), phase=phase)
-            for phase in phases for b in batches for h in hiddens for kernel in names
-            if kernel not in COMPILED or (b, h) == first]
+    points = [sweep.Point(kernel, LSTMShape(batch=b, timesteps=timesteps, features=features, hidden=h), phase=phase)
+              for phase in phases for b in batches for h in hiddens for kernel in names
+              if kernel not in COMPILED or (b, h) == first]
+    return points + (blog_points(phases) if blog_model else [])
 
 
 def measure(points: list[sweep.Point], *, device: str, min_time: float, quick: bool = False,
-            root: Path | None = None) -> sweep.SweepReport:
+            **sweep_options) -> list[sweep.SweepReport]:
     """Measure the points not yet stored for this hardware (the blog model's among them)."""
-    return sweep.run(NAME, points, partial(measure_point, **timing_options(min_time, quick)), device=device, root=root)
+    return [sweep.run(NAME, points, partial(measure_point, **timing_options(min_time, quick)), device=device,
+                      **sweep_options)]
+
+
+def check_parameters(parameters: dict) -> None:
+    check_positive_ints(batches=parameters["batches"], hiddens=parameters["hiddens"],
+                        timesteps=[parameters["timesteps"]], features=[parameters["features"]])
+    check_choices("phases", parameters["phases"], sweep.PHASES)
+    check_bool(blog_model=parameters["blog_model"])
 
 
 def slowdowns(results: pd.DataFrame) -> pd.DataFrame:
@@ -188,7 +201,8 @@ def _measure_blog(point: sweep.Point, device, **timing_kwargs) -> sweep.Outcome:
         step = (lambda: model.train_on_batch(x, y)) if point.phase == "train" else (lambda: model.predict_on_batch(x))
         m = time_call(step, sync=tf_sync() if tf_backend else sync_for(device), **timing_kwargs)
     report = explain_cudnn(model, device="auto")
-    return sweep.Outcome(measurement=m, observed_kernel="explainer: " + ",".join(e.kernel for e in report))
+    return sweep.Outcome(measurement=m, observed_kernel="explainer: " + ",".join(e.kernel for e in report),
+                         compute_dtype=keras.backend.standardize_dtype(model.compute_dtype))
 
 
 def measure_point(point: sweep.Point, device, **timing_kwargs) -> sweep.Outcome:
@@ -216,3 +230,17 @@ def summary(table: pd.DataFrame) -> pd.DataFrame:
         return table
     return (table.groupby(["hardware_id", "kernel", "phase"])[["ratio", "ratio_lo", "ratio_hi"]]
             .agg(geomean).reset_index())
+
+
+CLAIM = Claim(
+    number=NUMBER, name=NAME, statement=STATEMENT, seed_figure=SEED_FIGURE, rule=RULE,
+    defaults={
+        "cpu": dict(batches=[1, 32], hiddens=[64, 256], timesteps=32, features=32, phases=list(sweep.PHASES),
+                    blog_model=True),
+        # 86 points, as on the CPU; a GPU makes the larger hidden size cheap
+        "cuda": dict(batches=[1, 64], hiddens=[64, 512], timesteps=32, features=32, phases=list(sweep.PHASES),
+                     blog_model=True),
+    },
+    grid=grid, measure=measure, verdicts=verdicts, check=check_parameters,
+    seconds_per_point={"cpu": 1.9, "cuda": 1.5}, slow=frozenset(COMPILED),
+)

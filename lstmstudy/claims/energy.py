@@ -34,16 +34,17 @@ from __future__ import annotations
 import math
 from collections.abc import Callable, Sequence
 from functools import partial
-from pathlib import Path
 
 import numpy as np
 import pandas as pd
 import torch
 
 from lstmstudy import kernels, sweep
-from lstmstudy.claims import Outcome, Verdict, band, cudnn_fallback, geomean, timing_options
+from lstmstudy.claims import Claim, Outcome, Verdict, band, cudnn_fallback, geomean, timing_options
+from lstmstudy.parameters import check_choices
 from lstmstudy.errors import ParameterError, Skip
-from lstmstudy.nvml import ENERGY_COUNTER_PERIOD_S, GpuMeasurement, GpuMonitor, idle_power, nvml_available, per_item
+from lstmstudy.nvml import (ENERGY_COUNTER_PERIOD_S, GpuMeasurement, GpuMonitor, idle_power, nvml_available,
+                            nvml_index, per_item)
 from lstmstudy.shapes import LSTMShape
 from lstmstudy.timing import Measurement, sync_for
 from lstmstudy.timing import measure as time_call
@@ -99,7 +100,7 @@ def check_window(**values: object) -> None:
                                  f"(twice NVML's ~{ENERGY_COUNTER_PERIOD_S:g} s energy counter period), got {value!r}")
 
 
-def grid(*, quick: bool, shapes: Sequence[Sequence[int]], kernel_names: Sequence[str] = KERNELS,
+def grid(*, kind: str, quick: bool, shapes: Sequence[Sequence[int]], kernel_names: Sequence[str] = KERNELS,
          precisions: Sequence[str] = ("fp32", "fp16"), phases: Sequence[str] = ("inference", "train"),
          window_s: float = 0.5, idle_s: float = 1.0) -> list[sweep.Point]:
     """The idle window first, then every kernel at every shape, precision and phase.
@@ -136,24 +137,8 @@ def unavailable(device: torch.device) -> str | None:
 
 
 def _nvml_index(device: torch.device) -> int:
-    """NVML's index of a torch CUDA device: matched by UUID (CUDA_VISIBLE_DEVICES renumbers), else torch's."""
-    index = device.index or 0
-    try:
-        import pynvml
-
-        uuid = str(torch.cuda.get_device_properties(device).uuid)
-        pynvml.nvmlInit()
-        try:
-            for i in range(pynvml.nvmlDeviceGetCount()):
-                found = pynvml.nvmlDeviceGetUUID(pynvml.nvmlDeviceGetHandleByIndex(i))
-                found = found.decode() if isinstance(found, bytes) else str(found)
-                if found.removeprefix("GPU-") == uuid.removeprefix("GPU-"):
-                    return i
-        finally:
-            pynvml.nvmlShutdown()
-    except Exception:  # noqa: BLE001 - no UUID support: torch's numbering is right unless devices were remapped
-        pass
-    return index
+    """NVML's index of a torch CUDA device (matched by UUID: CUDA_VISIBLE_DEVICES renumbers)."""
+    return nvml_index(str(torch.cuda.get_device_properties(device).uuid), device.index or 0)
 
 
 def repetitions(median_s: float, window_s: float) -> int:
@@ -206,7 +191,7 @@ def measure_point(point: sweep.Point, device: torch.device, *, unavailable_reaso
     observed = k.observed_kernel()
     return sweep.Outcome(measurement=m, flops=point.shape.flops(point.phase), energy_j=gm.energy_j,
                          observed_kernel=f"{observed} | energy: {gm.energy_source}" if observed
-                         else f"energy: {gm.energy_source}")
+                         else f"energy: {gm.energy_source}", compute_dtype=k.compute_dtype)
 
 
 def _measure_idle(point: sweep.Point, device: torch.device, monitor_factory: Callable) -> sweep.Outcome:
@@ -224,9 +209,18 @@ def _measure_idle(point: sweep.Point, device: torch.device, monitor_factory: Cal
 
 
 def measure(points: list[sweep.Point], *, device: str, min_time: float, quick: bool = False,
-            root: Path | None = None) -> sweep.SweepReport:
+            **sweep_options) -> list[sweep.SweepReport]:
     """Measure the points not yet stored for this hardware; without NVML every point is a `skipped` row."""
-    return sweep.run(NAME, points, partial(measure_point, **timing_options(min_time, quick)), device=device, root=root)
+    return [sweep.run(NAME, points, partial(measure_point, **timing_options(min_time, quick)), device=device,
+                      **sweep_options)]
+
+
+def check_parameters(parameters: dict) -> None:
+    check_shapes(parameters["shapes"])
+    check_choices("kernel_names", parameters["kernel_names"], KERNELS)
+    check_choices("precisions", parameters["precisions"], sweep.PRECISIONS)
+    check_choices("phases", parameters["phases"], sweep.PHASES)
+    check_window(window_s=parameters["window_s"], idle_s=parameters["idle_s"])
 
 
 # --- the arithmetic ---------------------------------------------------------------------------------
@@ -480,3 +474,15 @@ def amp_summary(results: pd.DataFrame) -> pd.DataFrame:
     return table.assign(case=table["shape"] + ", " + table["phase"], ratio=table.energy_ratio,
                         ratio_lo=table.energy_ratio, ratio_hi=table.energy_ratio)[
         ["hardware_id", "kernel", "case", "ratio", "ratio_lo", "ratio_hi", "time_ratio"]]
+
+
+_DEFAULTS = dict(shapes=[[16, 32, 128, 128], [64, 128, 512, 1024]], kernel_names=list(KERNELS),
+                 precisions=["fp32", "fp16"], phases=list(sweep.PHASES), window_s=0.5, idle_s=1.0)
+CLAIM = Claim(
+    number=NUMBER, name=NAME, statement=STATEMENT, seed_figure=SEED_FIGURE, rule=RULE,
+    # shapes are [batch, timesteps, features, hidden]: a small and a large one; on a CPU every point is a
+    # skipped row saying NVML is not there
+    defaults={"cpu": dict(_DEFAULTS), "cuda": dict(_DEFAULTS)},
+    grid=grid, measure=measure, verdicts=verdicts, check=check_parameters,
+    seconds_per_point={"cpu": 0.05, "cuda": 2.5},
+)

@@ -9,8 +9,10 @@ show improvements of >40% when compared to DeepBench". DeepBench's V100 training
 study: fp16 mixed precision from 1.07x (H=256, N=16, T=150) to 5.22x (H=4096, N=128, T=25) over fp32.
 
 The speed-up of a low precision is median(fp32 step time) / median(low-precision step time) of the same
-kernel at the same shape and phase (`torch.autocast` for the PyTorch rows, Keras's `mixed_float16` /
-`mixed_bfloat16` dtype policies for the Keras rows). The verdict reads `torch.fused` (nn.LSTM: cuDNN on a
+kernel at the same shape and phase. PyTorch rows: `torch.autocast` on a CPU; on a GPU the module and its
+input are held in the 16-bit type instead, because autocast's cuDNN RNN path casts to fp16 whatever type it
+is given (so a "bf16" row would have computed in fp16). Keras rows: the `mixed_float16` / `mixed_bfloat16`
+dtype policies. Every row stores the dtype its LSTM output really had (`compute_dtype`). The verdict reads `torch.fused` (nn.LSTM: cuDNN on a
 GPU, oneDNN on a CPU) at the precision the hardware accelerates: fp16 on a GPU (tensor cores), bf16 on a
 CPU (AVX512-BF16 / AMX through oneDNN, where the fingerprint lists those flags).
 """
@@ -19,14 +21,13 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from functools import partial
-from pathlib import Path
 
 import matplotlib.pyplot as plt
-import numpy as np
 import pandas as pd
 
 from lstmstudy import kernels, plots, sweep
-from lstmstudy.claims import Outcome, Verdict, bootstrap_ratio, geomean, timing_options
+from lstmstudy.claims import Claim, Outcome, Verdict, bootstrap_ratio, geomean, timing_options
+from lstmstudy.parameters import check_choices, check_positive_ints
 from lstmstudy.shapes import LSTMShape
 
 NAME = "mixed_precision"
@@ -53,13 +54,6 @@ RULE = (f"speed-up = median fp32 time / median low-precision time of {HEADLINE_K
 #: the columns that pair a low-precision row with its fp32 row
 PAIR_KEYS = ["hardware_id", "kernel", "phase", "batch", "timesteps", "features", "hidden", "layers",
              "bidirectional", "config"]
-
-
-def device_kind(device: str) -> str:
-    """'cuda' or 'cpu' for a device request ('auto' resolves to what this machine has)."""
-    from lstmstudy.hardware import resolve_device
-
-    return resolve_device(device).type
 
 
 def grid(*, kind: str, quick: bool, hiddens: Sequence[int], timesteps: Sequence[int], batches: Sequence[int],
@@ -106,14 +100,22 @@ def grid(*, kind: str, quick: bool, hiddens: Sequence[int], timesteps: Sequence[
 
 
 def measure(points: list[sweep.Point], *, device: str, min_time: float, quick: bool = False,
-            root: Path | None = None) -> sweep.SweepReport:
+            **sweep_options) -> list[sweep.SweepReport]:
     """Measure the points not yet stored for this hardware.
 
     One untimed warm-up call is enough: building a kernel already runs its step once (`_first_call`),
     and the large CPU training steps take seconds each.
     """
     options = {**timing_options(min_time, quick), "warmup": 1}
-    return sweep.run(NAME, points, partial(kernels.measure_point, **options), device=device, root=root)
+    return [sweep.run(NAME, points, partial(kernels.measure_point, **options), device=device, **sweep_options)]
+
+
+def check_parameters(parameters: dict) -> None:
+    check_positive_ints(**{k: parameters[k] for k in ("hiddens", "timesteps", "batches", "batch_sweep")},
+                        **{k: [parameters[k]] for k in ("sweep_hidden", "keras_cpu_hidden", "keras_cpu_timesteps",
+                                                        "features")})
+    check_choices("precisions", parameters["precisions"], LOW_PRECISIONS)
+    check_choices("phases", parameters["phases"], sweep.PHASES)
 
 
 # --- speed-ups ------------------------------------------------------------------------------------------
@@ -341,3 +343,14 @@ def _wrap(text: str, width: int = 48) -> str:
     import textwrap
 
     return "\n".join(textwrap.wrap(str(text), width)[:6])
+
+
+_COMMON = dict(timesteps=[16, 128], batches=[32], batch_sweep=[1, 8, 128], sweep_hidden=256, keras_cpu_hidden=256,
+               keras_cpu_timesteps=16, features=32, precisions=list(LOW_PRECISIONS), phases=list(sweep.PHASES))
+CLAIM = Claim(
+    number=NUMBER, name=NAME, statement=STATEMENT, seed_figure=SEED_FIGURE, rule=RULE,
+    # a GPU makes large shapes cheap: one more hidden size, and Keras over the whole heatmap grid
+    defaults={"cpu": dict(hiddens=[64, 256, 1024], **_COMMON), "cuda": dict(hiddens=[64, 256, 1024, 4096], **_COMMON)},
+    grid=grid, measure=measure, verdicts=verdicts, check=check_parameters,
+    seconds_per_point={"cpu": 1.4, "cuda": 1.3},
+)

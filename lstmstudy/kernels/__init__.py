@@ -8,7 +8,9 @@ given a shape, device, precision and phase, returns a `Built` record:
   update, so frameworks are compared on the same arithmetic);
 - `sync` is what `timing.measure` must call inside each sample for this device and framework;
 - `forward()` returns the output sequence as a NumPy array (float32), `grads()` the parameter
-  gradients in the canonical layout below, both for the agreement tests.
+  gradients in the canonical layout below, both for the agreement tests;
+- `compute_dtype` is the dtype the LSTM's output really had, checked against the precision asked for
+  (`checked_compute_dtype`), so a row is never labelled with a precision it did not compute in.
 
 Weights are shared through `LSTMWeights`, the canonical PyTorch layout (gate order i, f, g, o;
 `w_ih` (4H, I), `w_hh` (4H, H), `b_ih` and `b_hh` (4H,)), so kernels that compute the standard LSTM
@@ -35,6 +37,32 @@ from lstmstudy.shapes import LSTMShape
 from lstmstudy.sweep import PHASES, PRECISIONS, Outcome
 from lstmstudy.timing import Sync, measure
 
+#: The dtype each precision computes in, by name (torch's and Keras's names agree).
+DTYPE_NAMES = {"fp32": "float32", "fp16": "float16", "bf16": "bfloat16"}
+
+
+def dtype_name(dtype: object) -> str:
+    """A torch dtype's plain name ('float32'), the one results store."""
+    return str(dtype).removeprefix("torch.")
+
+
+class PrecisionMismatch(RuntimeError):
+    """The LSTM computed in another dtype than its precision promises: the sweep stores an error row."""
+
+
+def checked_compute_dtype(name: str, precision: str, dtype: str, mixed: bool) -> str:
+    """`dtype`, the dtype of the LSTM output a kernel's first call produced, once checked against `precision`.
+
+    A kernel that computes in one type (`mixed=False`: its tensors held in it, or a Keras mixed policy,
+    which casts everything to it) must output exactly that type. An autocast kernel (`mixed=True`) may
+    also output float32 (a loop whose cell state stays fp32 while its matmuls run in 16 bits), but never
+    the other 16-bit type: PyTorch's autocast wrapper for cuDNN RNNs casts to fp16 whatever dtype
+    autocast was given, which would otherwise be stored as bf16.
+    """
+    wanted = DTYPE_NAMES[precision]
+    if dtype != wanted and not (mixed and dtype == "float32"):
+        raise PrecisionMismatch(f"{name} at {precision}: the LSTM computed in {dtype}, not {wanted}")
+    return dtype
 
 
 @dataclass
@@ -75,7 +103,13 @@ def make_inputs(shape: LSTMShape, seed: int = 0) -> tuple[np.ndarray, np.ndarray
 
 @dataclass
 class Built:
-    """A kernel ready to time: see the module docstring for the contract."""
+    """A kernel ready to time: see the module docstring for the contract.
+
+    `compute_dtype` ("float32", "bfloat16", "float16") is the dtype of the LSTM output sequence from the
+    kernel's first call, i.e. the dtype its state was carried in: it equals the precision's dtype, except
+    for autocast kernels whose cell state stays float32 (their matmuls still run in 16 bits), which say
+    "float32" rather than claim a 16-bit computation they only partly did.
+    """
 
     name: str
     shape: LSTMShape
@@ -85,6 +119,7 @@ class Built:
     step: Callable[[], object]
     sync: Sync | None
     forward: Callable[[], np.ndarray]
+    compute_dtype: str
     grads: Callable[[], list[list[dict[str, np.ndarray]]]] | None = None
     observed_kernel: Callable[[], str] = field(default=lambda: "")
 
@@ -170,7 +205,8 @@ def measure_point(point, device: torch.device, **measure_kwargs) -> Outcome:
     """Build `point.kernel` and time its step: the `measure_point` of `sweep.run` for kernel sweeps."""
     k = build(point.kernel, point.shape, device, point.precision, point.phase)
     m = measure(k.step, sync=k.sync, **measure_kwargs)
-    return Outcome(measurement=m, flops=point.shape.flops(point.phase), observed_kernel=k.observed_kernel())
+    return Outcome(measurement=m, flops=point.shape.flops(point.phase), observed_kernel=k.observed_kernel(),
+                   compute_dtype=k.compute_dtype)
 
 
 def measurer(**measure_kwargs) -> Callable:

@@ -11,8 +11,10 @@ a word. Keras 3 does not warn; `observed_kernel()` reports what the traced graph
 
 Weights come in through `LSTMWeights` (PyTorch layout): Keras's `kernel` (I, 4H) is `w_ih.T`, its
 `recurrent_kernel` (H, 4H) is `w_hh.T` and its single `bias` is `b_ih + b_hh`; the gate order
-(i, f, c, o) is PyTorch's (i, f, g, o). Mixed precision uses Keras's per-layer dtype policies.
-Keras itself is imported on first use: TensorFlow takes seconds to import, and the registry should not.
+(i, f, c, o) is PyTorch's (i, f, g, o). Mixed precision uses Keras's per-layer dtype policies, which
+compute in the policy's dtype: the model's output must have it (`Built.compute_dtype`).
+Keras itself is imported on first use: TensorFlow takes seconds to import, and the registry should not;
+on the torch backend this module never imports TensorFlow (only `tf_sync` and the TensorFlow runner do).
 """
 
 from __future__ import annotations
@@ -26,7 +28,8 @@ import numpy as np
 import torch
 
 from lstmstudy.errors import Skip
-from lstmstudy.kernels import Built, KernelSpec, LSTMWeights, make_inputs, register
+from lstmstudy.kernels import Built, KernelSpec, LSTMWeights, checked_compute_dtype, make_inputs, register
+from lstmstudy.kernels.torch_kernels import ieee_fp32
 from lstmstudy.shapes import LSTMShape
 from lstmstudy.timing import Sync, sync_for, tf_sync
 
@@ -60,16 +63,21 @@ def _keras():
     return keras
 
 
+def backend() -> str:
+    """The Keras backend these kernels run on ('tensorflow', 'torch', ...), for the record of a result."""
+    return _keras().backend.backend()
+
+
 def unavailable(device: torch.device, precision: str) -> str | None:
     """Why the Keras kernels cannot run on `device` with the installed backend, or None."""
     if device.type not in ("cpu", "cuda"):
         return f"Keras kernels run on 'cpu' or 'cuda', not {device.type!r}"
-    backend = _keras().backend.backend()
-    if backend not in ("tensorflow", "torch"):
-        return f"Keras backend {backend!r} is not supported here; set KERAS_BACKEND to tensorflow or torch"
+    name = backend()
+    if name not in ("tensorflow", "torch"):
+        return f"Keras backend {name!r} is not supported here; set KERAS_BACKEND to tensorflow or torch"
     if device.type == "cpu":
         return None
-    if backend == "torch":
+    if name == "torch":
         return None if torch.cuda.is_available() else "Keras runs on torch, and torch sees no GPU"
     import tensorflow as tf
 
@@ -98,28 +106,29 @@ def _build(name: str, layer_kwargs: dict[str, object], shape: LSTMShape, device:
     if weights.shape != shape:
         raise ValueError(f"weights are for {weights.shape}, not {shape}")
     keras = _keras()
-    backend = keras.backend.backend()
-    device_name = tf_device(device) if backend == "tensorflow" else str(device)
+    on_tensorflow = backend() == "tensorflow"
+    device_name = tf_device(device) if on_tensorflow else str(device)
     with keras.device(device_name):
         model = _stack(keras, shape, POLICIES[precision], layer_kwargs)
         cells = _cells(keras, model)
         _load(cells, weights)
     variables = [v for layer in cells for cell in layer for v in _cell_variables(cell)]
     x, target = make_inputs(shape)
-    if backend == "tensorflow":
+    if on_tensorflow:
         runner = _tensorflow_runner(model, variables, x, target, device, device_name, phase)
     else:
         runner = _torch_runner(keras, model, variables, x, target, device, phase)
 
-    def forward() -> np.ndarray:
-        return _numpy(keras, runner.step() if phase == "inference" else runner.infer())
+    def output():
+        return runner.step() if phase == "inference" else runner.infer()
 
     def grads() -> list[list[dict[str, np.ndarray]]]:
         return _canonical_grads(cells, [_numpy(keras, g) for g in runner.step()])
 
+    compute_dtype = checked_compute_dtype(name, precision, keras.backend.standardize_dtype(output().dtype), mixed=False)
     return Built(name=name, shape=shape, device=device, precision=precision, phase=phase, step=runner.step,
-                 sync=runner.sync, forward=forward, grads=grads if phase == "train" else None,
-                 observed_kernel=runner.observed_kernel)
+                 sync=runner.sync, forward=lambda: _numpy(keras, output()), compute_dtype=compute_dtype,
+                 grads=grads if phase == "train" else None, observed_kernel=runner.observed_kernel)
 
 
 def _stack(keras, shape: LSTMShape, dtype: str, layer_kwargs: dict[str, object]):
@@ -229,17 +238,21 @@ def graph_kernel(graph) -> str:
 
 def _torch_runner(keras, model, variables: list[object], x: np.ndarray, target: np.ndarray,
                   device: torch.device, phase: str) -> _Runner:
-    """Eager calls on torch tensors, the way Keras runs on its torch backend; what ran is profiled."""
+    """Eager calls on torch tensors, the way Keras runs on its torch backend; what ran is profiled.
+
+    Under `ieee_fp32`, like the torch kernels: Keras's cuDNN path would otherwise run fp32 as TF32
+    while its generic path's matmuls run IEEE fp32.
+    """
     x_t = torch.as_tensor(x, device=device)
     target_t = torch.as_tensor(target, device=device)
     params = [v.value for v in variables]
 
     def infer():
-        with torch.no_grad(), keras.device(str(device)):
+        with torch.no_grad(), keras.device(str(device)), ieee_fp32(device):
             return model(x_t, training=False)
 
     def train():
-        with keras.device(str(device)):
+        with keras.device(str(device)), ieee_fp32(device):
             loss = torch.mean(torch.square(model(x_t, training=True).float() - target_t))
             return torch.autograd.grad(loss, params)
 

@@ -14,18 +14,20 @@ other before they are timed against each other:
 - `torch.raw_noinput`: only the recurrence, as DeepBench times it with `CUDNN_SKIP_INPUT`.
 
 Every step runs under the same numerics (`_backend`, `_autocast`): fp16/bf16 through `torch.autocast`
-(the raw rows instead hold weights and inputs in the compute type, as DeepBench does), and on a GPU
-fp32 pinned to IEEE fp32, because PyTorch lets cuDNN's RNN use TF32 by default
-(`torch.backends.cudnn.rnn.fp32_precision == "tf32"`) while cuBLAS matmuls default to IEEE: left
-alone, "fp32" fused-vs-generic would compare TF32 with FP32.
+(the raw rows instead hold weights and inputs in the compute type, as DeepBench does, and so do the
+nn.LSTM rows on a GPU, see `_holds_compute_type`), and on a GPU fp32 pinned to IEEE fp32 (`ieee_fp32`),
+because PyTorch lets cuDNN's RNN use TF32 by default (`torch.backends.cudnn.rnn.fp32_precision ==
+"tf32"`) while cuBLAS matmuls default to IEEE: left alone, "fp32" fused-vs-generic would compare TF32
+with FP32. Each build reads the dtype its LSTM output really has (`Built.compute_dtype`) and refuses
+a mismatch with the precision asked for (`kernels.checked_compute_dtype`).
 """
 
 from __future__ import annotations
 
 import re
 from collections.abc import Callable, Iterator, Sequence
-from contextlib import ExitStack, contextmanager, nullcontext
-from functools import partial
+from contextlib import ExitStack, contextmanager, nullcontext, suppress
+from functools import cache, partial
 
 import numpy as np
 import torch
@@ -36,11 +38,12 @@ from torch.autograd import DeviceType
 from torch.profiler import ProfilerActivity, profile
 
 from lstmstudy.errors import Skip
-from lstmstudy.kernels import Built, KernelSpec, LSTMWeights, make_inputs, register
+from lstmstudy.kernels import (DTYPE_NAMES, Built, KernelSpec, LSTMWeights, checked_compute_dtype, dtype_name,
+                               make_inputs, register)
 from lstmstudy.shapes import LSTMShape
 from lstmstudy.timing import sync_for
 
-DTYPES = {"fp32": torch.float32, "fp16": torch.float16, "bf16": torch.bfloat16}
+DTYPES = {precision: getattr(torch, name) for precision, name in DTYPE_NAMES.items()}
 #: Canonical weight names (`LSTMWeights`) and the matching attribute names of `nn.LSTMCell`.
 CELL_NAMES = {"w_ih": "weight_ih", "w_hh": "weight_hh", "b_ih": "bias_ih", "b_hh": "bias_hh"}
 #: The blog post's `activation=ReLU(negative_slope=0.05)`.
@@ -93,6 +96,20 @@ def _setting(owner: object, attr: str, value: object) -> Iterator[None]:
 
 
 @contextmanager
+def ieee_fp32(device: torch.device | str) -> Iterator[None]:
+    """On a GPU, fp32 in cuDNN's RNNs and cuBLAS's matmuls as IEEE fp32, not TF32, for a block (then restored).
+
+    Public so that every fp32 step of the study (these kernels, Keras on torch, whole-model steps, the
+    sweep) runs the same arithmetic. Elsewhere it changes nothing: the flags only steer CUDA libraries.
+    """
+    with ExitStack() as stack:
+        if torch.device(device).type == "cuda":
+            stack.enter_context(_setting(torch.backends.cudnn.rnn, "fp32_precision", "ieee"))
+            stack.enter_context(_setting(torch.backends.cuda.matmul, "fp32_precision", "ieee"))
+        yield
+
+
+@contextmanager
 def _backend(device: torch.device, vendor: bool | None) -> Iterator[None]:
     """The vendor RNN library on/off (None: untouched) and, on a GPU, IEEE fp32 for cuDNN and cuBLAS.
 
@@ -102,15 +119,23 @@ def _backend(device: torch.device, vendor: bool | None) -> Iterator[None]:
         if vendor is not None:
             library = torch.backends.cudnn if device.type == "cuda" else torch.backends.mkldnn
             stack.enter_context(_setting(library, "enabled", vendor))
-        if device.type == "cuda":
-            stack.enter_context(_setting(torch.backends.cudnn.rnn, "fp32_precision", "ieee"))
-            stack.enter_context(_setting(torch.backends.cuda.matmul, "fp32_precision", "ieee"))
+        stack.enter_context(ieee_fp32(device))
         yield
 
 
 def _autocast(device: torch.device, precision: str):
     """Autocast around the forward pass only (PyTorch advises against autocasting the backward)."""
     return nullcontext() if precision == "fp32" else torch.autocast(device.type, dtype=DTYPES[precision])
+
+
+def _holds_compute_type(device: torch.device, precision: str) -> bool:
+    """Whether nn.LSTM is built in the 16-bit type itself rather than run under autocast: on a GPU.
+
+    There autocast's wrapper for cuDNN RNNs (ATen's AutocastRNN.cpp) casts to fp16 whatever dtype
+    autocast was given, so "bf16" would silently run cuDNN in fp16. On a CPU autocast hands oneDNN a
+    real bf16 LSTM, so the CPU rows keep the weights in fp32 and autocast, as mixed precision does.
+    """
+    return device.type == "cuda" and precision != "fp32"
 
 
 # --- the shared loops -----------------------------------------------------------------------------
@@ -261,17 +286,60 @@ def _observer(calls: Sequence[Callable[[], object]], device: torch.device) -> Ca
 
 # --- assembling a Built ---------------------------------------------------------------------------
 
-def _capture(run: Callable[[], Tensor], device: torch.device) -> tuple[torch.cuda.CUDAGraph, Tensor]:
-    """Record `run` in a CUDA graph (after warming it up on a side stream, as capture requires)."""
+class GraphCaptureFailed(RuntimeError):
+    """A kernel's forward pass could not be recorded in a CUDA graph; the capture was ended, the process goes on."""
+
+
+@cache
+def _profiler_ready_for_graphs() -> None:
+    """Start the profiler once, with CUDA activity, before this process captures its first CUDA graph.
+
+    `observed_kernel` profiles graph replays, and CUPTI must be initialised before a capture for that
+    to work: this is what `torch.profiler._utils._init_for_cuda_graphs` does, with public names.
+    """
+    with profile(activities=[ProfilerActivity.CPU, ProfilerActivity.CUDA]):
+        pass
+
+
+def _root_cause(exc: BaseException) -> BaseException:
+    """The first exception of a chain: what went wrong during capture, not ending the spoilt capture."""
+    while (inner := exc.__cause__ or exc.__context__) is not None:
+        exc = inner
+    return exc
+
+
+def _abandon_capture(graph: torch.cuda.CUDAGraph, stream: torch.cuda.Stream) -> None:
+    """After a failed capture: end it if it is still open, and make `stream` current again.
+
+    `torch.cuda.graph` leaves its capture stream current when ending the capture raises, and a capture
+    left open would make every later CUDA call of this process fail.
+    """
+    if torch.cuda.is_current_stream_capturing():
+        with suppress(RuntimeError):
+            graph.capture_end()
+    torch.cuda.set_stream(stream)
+
+
+def _capture(name: str, run: Callable[[], Tensor], device: torch.device) -> tuple[torch.cuda.CUDAGraph, Tensor]:
+    """Record `run` in a CUDA graph (after warming it up on a side stream, as capture requires).
+
+    A failed capture raises `GraphCaptureFailed` (an error row in a sweep), never leaves it open.
+    """
+    _profiler_ready_for_graphs()
+    current = torch.cuda.current_stream(device)
     side = torch.cuda.Stream(device)
-    side.wait_stream(torch.cuda.current_stream(device))
+    side.wait_stream(current)
     with torch.cuda.stream(side):
         for _ in range(3):
             run()
-    torch.cuda.current_stream(device).wait_stream(side)
+    current.wait_stream(side)
     graph = torch.cuda.CUDAGraph()
-    with torch.cuda.graph(graph):
-        out = run()
+    try:
+        with torch.cuda.graph(graph):
+            out = run()
+    except Exception as exc:
+        _abandon_capture(graph, current)
+        raise GraphCaptureFailed(f"{name}: capturing its CUDA graph failed ({_first_line(_root_cause(exc))})") from exc
     return graph, out
 
 
@@ -280,10 +348,10 @@ def _first_line(exc: BaseException) -> str:
     return f"{type(exc).__name__}: {lines[0] if lines else ''}"
 
 
-def _first_call(name: str, precision: str, step: Callable[[], object]) -> None:
-    """Run the step once at build time, turning "the library has no such primitive" into a Skip."""
+def _first_call(name: str, precision: str, call: Callable[[], Tensor]) -> Tensor:
+    """Run the kernel once at build time and return its output; "the library has no such primitive" is a Skip."""
     try:
-        step()
+        return call()
     except RuntimeError as exc:
         if "could not create a primitive" in str(exc):  # oneDNN, e.g. no fp16 LSTM training on this CPU
             raise Skip(f"{name} at {precision}: oneDNN cannot run it here ({_first_line(exc)})") from exc
@@ -299,7 +367,8 @@ def _assemble(name: str, shape: LSTMShape, device: torch.device, precision: str,
     Inference: `run` under `torch.inference_mode()`. Train: `run`, an MSE loss in fp32 against the
     fixed target of `make_inputs`, and `torch.autograd.grad` to `grad_inputs` (no optimizer).
     `graph` replays inference from a CUDA graph on a GPU. `grads()` exists for train builds only
-    (cuDNN keeps no state for a backward pass of an inference forward).
+    (cuDNN keeps no state for a backward pass of an inference forward). `autocast=False` means the
+    kernel holds its tensors in the compute type, so its output must be in it (`checked_compute_dtype`).
     """
     target = torch.from_numpy(make_inputs(shape)[1]).to(device)
     backend = partial(_backend, device, vendor)
@@ -309,28 +378,30 @@ def _assemble(name: str, shape: LSTMShape, device: torch.device, precision: str,
         with torch.inference_mode(), backend(), cast():
             return run()
 
-    def train() -> tuple[Tensor, ...]:
+    def train() -> tuple[Tensor, tuple[Tensor, ...]]:
+        """The output (for its dtype) and the gradients."""
         with backend():
             with cast():
                 out = run()
-            return torch.autograd.grad(F.mse_loss(out.float(), target), grad_inputs)
+            return out, torch.autograd.grad(F.mse_loss(out.float(), target), grad_inputs)
 
-    step: Callable[[], object] = infer if phase == "inference" else train
+    step: Callable[[], object] = infer if phase == "inference" else lambda: train()[1]
     forward_out, observed = infer, [step]
     if graph and phase == "inference" and device.type == "cuda":
-        cuda_graph, static_out = _capture(infer, device)
+        cuda_graph, static_out = _capture(name, infer, device)
         step, observed = cuda_graph.replay, [infer, cuda_graph.replay]
 
         def forward_out() -> Tensor:
             cuda_graph.replay()
             return static_out
 
-    _first_call(name, precision, step)
+    out = _first_call(name, precision, forward_out if phase == "inference" else lambda: train()[0])
     return Built(
         name=name, shape=shape, device=device, precision=precision, phase=phase, step=step,
         sync=sync_for(device),
         forward=lambda: forward_out().float().cpu().numpy(),
-        grads=(lambda: to_canonical(train())) if phase == "train" else None,
+        compute_dtype=checked_compute_dtype(name, precision, dtype_name(out.dtype), mixed=autocast),
+        grads=(lambda: to_canonical(train()[1])) if phase == "train" else None,
         observed_kernel=_observer(observed, device),
     )
 
@@ -346,14 +417,17 @@ def _module_factory(vendor: bool):
     name = "torch.fused" if vendor else "torch.native"
 
     def factory(shape: LSTMShape, device: torch.device, precision: str, phase: str, weights: LSTMWeights) -> Built:
+        held = _holds_compute_type(device, precision)
+        dtype = DTYPES[precision] if held else torch.float32
         module = nn.LSTM(shape.features, shape.hidden, num_layers=shape.layers, bidirectional=shape.bidirectional,
-                         batch_first=True, device=device)
+                         batch_first=True, device=device, dtype=dtype)
         params = _load(_lstm_canonical(module), weights)
         module.flatten_parameters()
         module.train(phase == "train")  # eval for inference: cuDNN then keeps no training workspace
-        x = _input(shape, device)
+        x = _input(shape, device, dtype)
         return _assemble(name, shape, device, precision, phase, run=lambda: module(x)[0],
-                         grad_inputs=_flat(params), to_canonical=partial(_regroup, like=params), vendor=vendor)
+                         grad_inputs=_flat(params), to_canonical=partial(_regroup, like=params), vendor=vendor,
+                         autocast=not held)
 
     return factory
 
@@ -437,7 +511,7 @@ def raw_noinput_factory(shape: LSTMShape, device: torch.device, precision: str, 
     dtype = DTYPES[precision]
     params = _raw_weights(shape, device, precision, weights)[0]
     x = _input(shape, device)
-    with torch.no_grad(), _backend(device, vendor=None):  # IEEE fp32 on a GPU, like the steps
+    with torch.no_grad(), ieee_fp32(device):  # like the steps
         gates_x = [(F.linear(x, p["w_ih"].float(), p["b_ih"].float() + p["b_hh"].float())).to(dtype)
                    .requires_grad_(phase == "train") for p in params]
     w_hh = [p["w_hh"] for p in params]

@@ -28,16 +28,17 @@ from __future__ import annotations
 import json
 from collections.abc import Sequence
 from functools import partial
-from pathlib import Path
 
 import numpy as np
 import pandas as pd
 import torch
 
 from lstmstudy import hardware, sweep
-from lstmstudy.claims import Outcome, Verdict, bootstrap_median, bootstrap_ratio, timing_options
+from lstmstudy.claims import Claim, Outcome, Verdict, bootstrap_median, bootstrap_ratio, timing_options
 from lstmstudy.claims.cudnn_fallback import blog_autoencoder
 from lstmstudy.errors import Skip
+from lstmstudy.kernels import dtype_name
+from lstmstudy.parameters import check_bool, check_choices, check_positive_ints
 from lstmstudy.shapes import LSTMShape
 
 NAME = "cpu_vs_gpu_batch"
@@ -93,9 +94,12 @@ def point(kernel: str, batch: int, *, timesteps: int, features: int, seq_len: in
     return sweep.Point(kernel, shape, phase="train", config=config)
 
 
-def grid(*, quick: bool, batches: Sequence[int], workloads: Sequence[str], frameworks: Sequence[str],
+def grid(*, kind: str, quick: bool, batches: Sequence[int], workloads: Sequence[str], frameworks: Sequence[str],
          timesteps: int, features: int, seq_len: int) -> list[sweep.Point]:
-    """Every chosen workload x framework at every batch size (quick: the first two, shorter sequences)."""
+    """Every chosen workload x framework at every batch size (quick: the first two, shorter sequences).
+
+    The same grid on every device kind (`also_cpu`, a default of the GPU grid, is an option of `measure`).
+    """
     if quick:
         batches, timesteps, seq_len = list(batches)[:2], min(timesteps, 8), min(seq_len, 16)
     return [point(kernel, b, timesteps=timesteps, features=features, seq_len=seq_len)
@@ -104,16 +108,24 @@ def grid(*, quick: bool, batches: Sequence[int], workloads: Sequence[str], frame
 
 
 def measure(points: list[sweep.Point], *, device: str, min_time: float, quick: bool = False, also_cpu: bool = True,
-            root: Path | None = None) -> list[sweep.SweepReport]:
+            **sweep_options) -> list[sweep.SweepReport]:
     """Time the training step of every point not yet stored for this hardware; with `also_cpu`, a GPU run
-    measures this machine's CPU too, so that one run stores a CPU-GPU pair."""
+    measures this machine's CPU too, so that one run stores a CPU-GPU pair from one host."""
     options = timing_options(min_time, quick)
     if not quick:  # the largest batches take up to a second a step on a small CPU: a few samples suffice
         options.update(warmup=2, min_samples=5)
     devices = [device]
     if also_cpu and hardware.resolve_device(device).type == "cuda":
         devices.append("cpu")
-    return [sweep.run(NAME, points, partial(measure_point, **options), device=d, root=root) for d in devices]
+    return [sweep.run(NAME, points, partial(measure_point, **options), device=d, **sweep_options) for d in devices]
+
+
+def check_parameters(parameters: dict) -> None:
+    check_positive_ints(batches=parameters["batches"], timesteps=[parameters["timesteps"]],
+                        features=[parameters["features"]], seq_len=[parameters["seq_len"]])
+    check_choices("workloads", parameters["workloads"], WORKLOADS)
+    check_choices("frameworks", parameters["frameworks"], FRAMEWORKS)
+    check_bool(also_cpu=parameters["also_cpu"])
 
 
 def _flops(point: sweep.Point) -> float:
@@ -186,7 +198,8 @@ def _measure_keras(point: sweep.Point, device: torch.device, **timing_kwargs) ->
                       **timing_kwargs)
     report = explain_cudnn(model, device="auto")
     return sweep.Outcome(measurement=m, flops=_flops(point),
-                         observed_kernel=json.dumps({"lstm_kernel": ",".join(e.kernel for e in report)}))
+                         observed_kernel=json.dumps({"lstm_kernel": ",".join(e.kernel for e in report)}),
+                         compute_dtype=keras.backend.standardize_dtype(model.compute_dtype))
 
 
 class TorchAutoencoder(torch.nn.Module):
@@ -270,10 +283,11 @@ def _measure_torch(point: sweep.Point, device: torch.device, **timing_kwargs) ->
     from lstmstudy.timing import sync_for
 
     with _backend(device, vendor=None):  # on a GPU: IEEE fp32 in cuDNN and cuBLAS, as every torch kernel here
-        _, step = torch_step(point, device)
+        model, step = torch_step(point, device)
         m = time_call(step, sync=sync_for(device), **timing_kwargs)
         ops = count_ops(step, device)
-    return sweep.Outcome(measurement=m, flops=_flops(point), observed_kernel=json.dumps(ops))
+    return sweep.Outcome(measurement=m, flops=_flops(point), observed_kernel=json.dumps(ops),
+                         compute_dtype=dtype_name(next(model.parameters()).dtype))
 
 
 def measure_point(point: sweep.Point, device: torch.device, **timing_kwargs) -> sweep.Outcome:
@@ -515,3 +529,18 @@ def epoch_table(results: pd.DataFrame, dataset_size: int) -> pd.DataFrame:
     wide = wide.rename(columns=lambda b: f"batch {b} (s)").round(3).reset_index()
     wide.columns.name = None
     return wide
+
+
+_COMMON = dict(workloads=list(WORKLOADS), frameworks=list(FRAMEWORKS), timesteps=32, features=16, seq_len=100)
+CLAIM = Claim(
+    number=NUMBER, name=NAME, statement=STATEMENT, seed_figure=SEED_FIGURE, rule=RULE,
+    defaults={
+        # batch 4096 left out on a CPU alone: seconds per step on a 2-core machine
+        "cpu": dict(batches=[1, 8, 64, 512], also_cpu=False, **_COMMON),
+        # the GPU host's own CPU is measured at the same batch sizes (`also_cpu`): one host, one pair
+        "cuda": dict(batches=[1, 8, 64, 512, 4096], also_cpu=True, **_COMMON),
+    },
+    grid=grid, measure=measure, verdicts=verdicts, check=check_parameters, measure_options=("also_cpu",),
+    # a GPU run measures every point twice (GPU, then the host's CPU)
+    seconds_per_point={"cpu": 3.5, "cuda": 6.0},
+)

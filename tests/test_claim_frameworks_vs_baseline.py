@@ -10,19 +10,27 @@ import pytest
 
 from lstmstudy import results
 from lstmstudy.claims import Outcome
-from lstmstudy.claims import frameworks_baseline as claim
+from lstmstudy.claims import frameworks_vs_baseline as claim
+from lstmstudy.errors import ParameterError
 
 SHAPES = [(h, b, t) for h in (64, 256) for b in (1, 16) for t in (10, 50)]
+DTYPES = {"fp32": "float32", "fp16": "float16", "bf16": "bfloat16"}
 
 
 def rows(times: dict[tuple[str, str], float], hardware_id: str = "cpu-test", kind: str = "cpu",
-         shapes=SHAPES, config: str = "{}") -> list[dict]:
-    """One ok row per (kernel, precision) and shape; the median is `times[...]` x the shape's size."""
+         shapes=SHAPES, config: str = "{}", backend: str = "tensorflow",
+         created_at: str = "2024-01-01T00:00:00.000000+00:00") -> list[dict]:
+    """One ok row per (kernel, precision) and shape; the median is `times[...]` x the shape's size.
+
+    `backend` is the Keras backend the `keras.*` rows record (other rows record '', as `sweep.make_row` does).
+    """
     out = []
     for (kernel, precision), factor in times.items():
         for hidden, batch, timesteps in shapes:
             median = factor * 1e-6 * hidden * batch * timesteps
             out.append({"claim": claim.NAME, "kernel": kernel, "framework": kernel.split(".")[0],
+                        "backend": backend if kernel.startswith("keras.") else "",
+                        "compute_dtype": DTYPES[precision], "created_at": created_at,
                         "device": kind, "device_kind": kind, "hardware_id": hardware_id, "precision": precision,
                         "phase": "inference", "batch": batch, "timesteps": timesteps, "features": hidden,
                         "hidden": hidden, "layers": 1, "bidirectional": False, "config": config,
@@ -120,6 +128,30 @@ def test_faster_text_names_the_faster_framework_per_device():
     assert texts["cpu"].startswith("PyTorch is faster")
     assert texts["cuda"].startswith("TensorFlow is faster")
     assert claim.faster_text(frame(rows(base_times(1.5, 3.0))))["cuda"] == "not measured"
+    assert "TF Mode 0 (keras.cudnn_auto)" in texts["cuda"]
+
+
+def test_keras_on_the_torch_backend_is_never_called_tensorflow():
+    assert claim.label("keras.cudnn_auto", "fp32") == "TF Mode 0 (keras.cudnn_auto)"
+    assert claim.label("keras.impl1", "fp32", backend="torch") == "Keras-on-torch Mode 1 (keras.impl1)"
+    assert (claim.label("keras.cudnn_auto", "bf16", backend="torch")
+            == "Keras-on-torch Mode 0 AMP bf16 (keras.cudnn_auto)")
+    assert claim.label("torch.fused", "fp32", backend="torch") == "PyTorch (torch.fused)"
+    data = frame(rows(base_times(1.5, 0.5), hardware_id="cuda-test", kind="cuda", backend="torch"))
+    text = claim.faster_text(data)["cuda"]
+    assert text.startswith("Keras-on-torch is faster") and "Keras-on-torch Mode 0 (keras.cudnn_auto)" in text
+    assert "TensorFlow" not in text and "TF Mode" not in text
+    assert claim.label("keras.cudnn_auto", "fp32", "torch") in set(claim.timed(data).label)
+
+
+def test_a_set_measured_on_two_keras_backends_keeps_the_newer():
+    old = rows({("keras.cudnn_auto", "fp32"): 3.0}, backend="tensorflow", created_at="2024-01-01T00:00:00+00:00")
+    new = rows({("keras.cudnn_auto", "fp32"): 6.0}, backend="torch", created_at="2024-02-01T00:00:00+00:00")
+    base = rows({("torch.fused", "fp32"): 1.0})
+    table = claim.ratio(frame(base, old, new), "keras.cudnn_auto", "torch.fused")
+    assert table.ratio.tolist() == pytest.approx([6.0]) and table.n.tolist() == [len(SHAPES)]
+    assert claim.faster_text(frame(base, old, new))["cpu"].startswith("PyTorch is faster")
+    assert "Keras-on-torch Mode 0" in claim.faster_text(frame(base, old, new))["cpu"]
 
 
 def test_overhead_joins_profiler_rows_with_wall_times(tmp_path):
@@ -140,17 +172,29 @@ def test_overhead_joins_profiler_rows_with_wall_times(tmp_path):
 
 
 def test_grid_quick_and_amp_precision():
-    points = claim.grid(quick=True, hiddens=[32, 64], batches=[2, 4], timesteps=[20, 40], device="cpu")
+    points = claim.grid(kind="cpu", quick=True, hiddens=[32, 64], batches=[2, 4], timesteps=[20, 40])
     timed_points = [p for p in points if not p.config]
     assert {p.shape.hidden for p in points} == {32} and {p.shape.timesteps for p in points} == {8}
     assert all(p.shape.features == p.shape.hidden for p in points)
     assert {p.precision for p in timed_points} == {"fp32", "bf16"}
     assert {p.kernel for p in timed_points if p.precision == "bf16"} == set(claim.DEFAULT_AMP_KERNELS)
     assert sorted(p.kernel for p in points if p.config) == sorted(claim.PROFILED)
-    full = claim.grid(quick=False, hiddens=[32, 64], batches=[2, 4], timesteps=[20, 40], device="cpu")
+    full = claim.grid(kind="cpu", quick=False, hiddens=[32, 64], batches=[2, 4], timesteps=[20, 40])
     profiled = {(p.shape.hidden, p.shape.batch, p.shape.timesteps) for p in full if p.config}
     assert profiled == {(32, 2, 20), (64, 4, 40)}
+    # the AMP points follow the device kind asked for, not the machine the grid is built on
+    gpu = claim.grid(kind="cuda", quick=True, hiddens=[32, 64], batches=[2, 4], timesteps=[20, 40])
+    assert {p.precision for p in gpu if not p.config} == {"fp32", "fp16"}
     assert claim.amp_precision("cuda") == "fp16" and claim.amp_precision("cpu") == "bf16"
+
+
+@pytest.mark.parametrize("bad", [dict(hiddens=[0]), dict(batches=[]), dict(timesteps=[2.5]),
+                                 dict(kernel_names=["torch.native"]), dict(amp_kernels=["keras.relu"]),
+                                 dict(device="cpu")])  # the old grid's argument: the kind is not a parameter
+def test_bad_parameters_name_themselves(bad):
+    name = next(iter(bad))
+    with pytest.raises(ParameterError, match=f"'{name}'"):
+        claim.CLAIM.parameters("cpu", **bad)
 
 
 def test_paper_figure_averages_over_common_configurations():

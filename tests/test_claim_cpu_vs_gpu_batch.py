@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import dataclasses
+
 import json
 
 import pandas as pd
@@ -10,7 +12,8 @@ import torch
 
 from lstmstudy import results, sweep, timing
 from lstmstudy.claims import Outcome
-from lstmstudy.claims import cpu_vs_gpu as claim
+from lstmstudy.claims import cpu_vs_gpu_batch as claim
+from lstmstudy.errors import ParameterError
 from lstmstudy.hardware import Fingerprint
 
 BATCHES = [1, 8, 64, 512]
@@ -117,13 +120,43 @@ def test_no_results_give_no_verdicts(tmp_path):
 
 
 def test_the_quick_grid_is_small_and_every_point_is_a_training_step():
-    points = claim.grid(quick=True, batches=BATCHES, workloads=list(claim.WORKLOADS),
+    points = claim.grid(kind="cpu", quick=True, batches=BATCHES, workloads=list(claim.WORKLOADS),
                         frameworks=list(claim.FRAMEWORKS), timesteps=32, features=16, seq_len=100)
     assert {p.shape.batch for p in points} == {1, 8} and len(points) == 8
     assert all(p.phase == "train" for p in points)
-    full = claim.grid(quick=False, batches=BATCHES, workloads=["bilstm_imdb"], frameworks=["torch"],
+    full = claim.grid(kind="cpu", quick=False, batches=BATCHES, workloads=["bilstm_imdb"], frameworks=["torch"],
                       timesteps=32, features=16, seq_len=100)
     assert [p.shape.batch for p in full] == BATCHES and all(p.shape.bidirectional for p in full)
+    # the same points on either device kind; `also_cpu` is a measuring option, not part of any point
+    on_gpu = claim.grid(kind="cuda", quick=False, batches=BATCHES, workloads=["bilstm_imdb"], frameworks=["torch"],
+                        timesteps=32, features=16, seq_len=100)
+    assert [p.key() for p in on_gpu] == [p.key() for p in full]
+
+
+def test_also_cpu_reaches_measure_and_can_be_turned_off(monkeypatch):
+    seen = {}
+    monkeypatch.setattr(claim.hardware, "resolve_device", lambda device: torch.device("cuda", 0))
+    spy = dataclasses.replace(claim.CLAIM, measure=lambda points, **options: seen.update(options) or [])
+    spy.run("cuda", quick=True)
+    assert seen["also_cpu"] is True
+    spy.run("cuda", quick=True, also_cpu=False)
+    assert seen["also_cpu"] is False
+
+def test_the_default_grids_per_device_kind():
+    cpu, cuda = claim.CLAIM.defaults["cpu"], claim.CLAIM.defaults["cuda"]
+    assert cpu["batches"] == BATCHES and cuda["batches"] == [*BATCHES, 4096]
+    assert cpu["also_cpu"] is False and cuda["also_cpu"] is True  # a GPU run also measures its host's CPU
+    assert len(claim.CLAIM.points("cpu")) == len(claim.KERNELS) * len(BATCHES)
+    assert {p.shape.batch for p in claim.CLAIM.points("cuda", quick=True)} == {1, 8}
+
+
+@pytest.mark.parametrize("bad", [dict(batches=[0, 8]), dict(batches=[]), dict(workloads=["mnist"]),
+                                 dict(frameworks=["jax"]), dict(also_cpu="yes"), dict(seq_len=0),
+                                 dict(dataset_size=25_000)])  # a page parameter, not a grid one
+def test_bad_parameters_name_themselves(bad):
+    name = next(iter(bad))
+    with pytest.raises(ParameterError, match=f"'{name}'"):
+        claim.CLAIM.parameters("cpu", **bad)
 
 
 def test_an_unknown_kernel_is_refused():

@@ -31,13 +31,13 @@ import time
 from collections.abc import Sequence
 from dataclasses import dataclass
 from functools import partial
-from pathlib import Path
 
 import numpy as np
 import pandas as pd
 
-from lstmstudy import hardware, kernels, sweep
-from lstmstudy.claims import Outcome, Verdict, geomean, timing_options
+from lstmstudy import kernels, sweep
+from lstmstudy.claims import Claim, Outcome, Verdict, geomean, timing_options
+from lstmstudy.parameters import check_choices, check_positive_ints
 from lstmstudy.errors import Skip
 from lstmstudy.shapes import LSTMShape
 from lstmstudy.timing import Measurement
@@ -105,9 +105,16 @@ def _spec(paper_name: str) -> tuple[str, str]:
     return _BY_PAPER_NAME[base], amp
 
 
-def label(kernel: str, precision: str) -> str:
-    """The paper's name with ours: 'PyTorch AMP bf16 (torch.fused)'."""
+def keras_name(backend: str) -> str:
+    """What a Keras row ran on: the paper's TensorFlow, or Keras on another backend (never called TensorFlow)."""
+    return "TF" if backend in ("", "tensorflow") else f"Keras-on-{backend}"
+
+
+def label(kernel: str, precision: str, backend: str = "tensorflow") -> str:
+    """The paper's name with ours: 'PyTorch AMP bf16 (torch.fused)', 'Keras-on-torch Mode 0 (keras.cudnn_auto)'."""
     paper = PAPER_NAMES.get(kernel, kernel)
+    if kernel.startswith("keras.") and paper.startswith("TF "):
+        paper = paper.replace("TF", keras_name(backend), 1)
     amp = "" if precision == "fp32" else f" AMP {precision}"
     return f"{paper}{amp} ({kernel})"
 
@@ -120,12 +127,11 @@ def _shapes(quick: bool, hiddens: Sequence[int], batches: Sequence[int], timeste
     return [LSTMShape(batch=b, timesteps=t, features=h, hidden=h) for h in hiddens for b in batches for t in timesteps]
 
 
-def grid(*, quick: bool, hiddens: Sequence[int], batches: Sequence[int], timesteps: Sequence[int],
-         device: str = "auto", kernel_names: Sequence[str] = KERNELS,
-         amp_kernels: Sequence[str] = DEFAULT_AMP_KERNELS) -> list[sweep.Point]:
+def grid(*, kind: str, quick: bool, hiddens: Sequence[int], batches: Sequence[int], timesteps: Sequence[int],
+         kernel_names: Sequence[str] = KERNELS, amp_kernels: Sequence[str] = DEFAULT_AMP_KERNELS) -> list[sweep.Point]:
     """Every kernel in fp32 and the `amp_kernels` in 16 bits at every hidden x batch x timesteps
     (input size = hidden size), inference; plus the profiler rows of `profile_points`."""
-    amp = amp_precision(hardware.resolve_device(device).type)
+    amp = amp_precision(kind)
     shapes = _shapes(quick, hiddens, batches, timesteps)
     points = [sweep.Point(kernel, shape, precision=precision)
               for shape in shapes
@@ -143,11 +149,18 @@ def profile_points(shapes: Sequence[LSTMShape], *, quick: bool) -> list[sweep.Po
 
 
 def measure(points: list[sweep.Point], *, device: str, min_time: float, quick: bool = False,
-            root: Path | None = None) -> sweep.SweepReport:
+            **sweep_options) -> list[sweep.SweepReport]:
     """Measure the points not yet stored for this hardware (fewer timed calls at the big shapes)."""
     options = {**timing_options(min_time, quick), "warmup": 1 if quick else 2, "min_samples": 3 if quick else 5}
     measure_one = partial(measure_point, sessions=2 if quick else 5, **options)
-    return sweep.run(NAME, points, measure_one, device=device, root=root)
+    return [sweep.run(NAME, points, measure_one, device=device, **sweep_options)]
+
+
+def check_parameters(parameters: dict) -> None:
+    check_positive_ints(hiddens=parameters["hiddens"], batches=parameters["batches"],
+                        timesteps=parameters["timesteps"])
+    check_choices("kernel_names", parameters["kernel_names"], KERNELS)
+    check_choices("amp_kernels", parameters["amp_kernels"], KERNELS)
 
 
 def measure_point(point: sweep.Point, device, sessions: int = 5, **timing_kwargs) -> sweep.Outcome:
@@ -203,7 +216,8 @@ def _measure_in_kernel(point: sweep.Point, device, *, sessions: int = 5) -> swee
     measurement = Measurement(samples=tuple(samples), warmup=3 + calls, threads=torch.get_num_threads(), sync="profiler")
     note = (f"profiler: {what} {', '.join(sorted(names))[:200]}; {calls} calls/session, "
             f"{np.median(walls) * 1e3:.4g} ms wall per call under the profiler")
-    return sweep.Outcome(measurement=measurement, flops=point.shape.flops(point.phase), observed_kernel=note)
+    return sweep.Outcome(measurement=measurement, flops=point.shape.flops(point.phase), observed_kernel=note,
+                         compute_dtype=k.compute_dtype)
 
 
 # --- analysis -------------------------------------------------------------------------------------
@@ -213,7 +227,7 @@ def timed(results: pd.DataFrame) -> pd.DataFrame:
     if results.empty:
         return results.assign(label=pd.Series(dtype=str))
     ok = results[(results.status == "ok") & (results.config == "{}") & results.kernel.isin(KERNELS)].copy()
-    ok["label"] = [label(k, p) for k, p in zip(ok.kernel, ok.precision)]
+    ok["label"] = [label(k, p, b) for k, p, b in zip(ok.kernel, ok.precision, ok.backend)]
     return ok
 
 
@@ -243,6 +257,8 @@ def paired(results: pd.DataFrame, first: tuple[str, str], second: tuple[str, str
         sides = []
         for (kernel, precision), name in ((first, "t_first"), (second, "t_second")):
             side = mine[(mine.kernel == kernel) & (mine.precision == _resolve(precision, kind))]
+            # one row per shape: a set measured with Keras on two backends keeps the newer
+            side = side.sort_values("created_at").drop_duplicates(SHAPE_COLUMNS, keep="last")
             sides.append(side.set_index(SHAPE_COLUMNS)["median_s"].rename(name))
         joined = pd.concat(sides, axis=1, join="inner").reset_index()
         parts.append(joined.assign(hardware_id=hw))
@@ -323,6 +339,12 @@ def ratio(results: pd.DataFrame, kernel: str, baseline: str, precision: str = "f
                          "slower_in": grouped.agg(lambda r: int((r > 1).sum()))}).reset_index()
 
 
+def _backend(results: pd.DataFrame, hw: str) -> str:
+    """The Keras backend of a hardware set's Keras rows (the newest, if it has several)."""
+    rows = results[(results.hardware_id == hw) & (results.framework == "keras")]
+    return str(rows.sort_values("created_at").backend.iloc[-1]) if len(rows) else "tensorflow"
+
+
 def _lookup(frame: pd.DataFrame, hw: str) -> pd.Series | None:
     mine = frame[frame.hardware_id == hw]
     return mine.iloc[0] if len(mine) else None
@@ -363,8 +385,9 @@ def faster_text(results: pd.DataFrame) -> dict[str, str]:
         if row is None:
             out[kind] = "not measured"
             continue
-        winner = "PyTorch" if row.ratio > 1 else "TensorFlow"
-        out[kind] = (f"{winner} is faster on {row.hardware_id}: TF Mode 0 (keras.cudnn_auto) takes "
+        backend = _backend(results, row.hardware_id)
+        winner = "PyTorch" if row.ratio > 1 else ("TensorFlow" if keras_name(backend) == "TF" else keras_name(backend))
+        out[kind] = (f"{winner} is faster on {row.hardware_id}: {label('keras.cudnn_auto', 'fp32', backend)} takes "
                      f"{row.ratio:.2f}x the time of PyTorch (torch.fused), geometric mean over {int(row.n)} "
                      f"configurations, slower in {int(row.slower_in)} of them")
     return out
@@ -500,3 +523,13 @@ def problems(results: pd.DataFrame) -> pd.DataFrame:
     bad = results[results.status != "ok"]
     return (bad.groupby(["hardware_id", "kernel", "precision", "status", "error"]).size()
             .rename("configurations").reset_index())
+
+
+_COMMON = dict(hiddens=[128, 512], batches=[1, 16, 64], timesteps=[25, 100], kernel_names=KERNELS,
+               amp_kernels=DEFAULT_AMP_KERNELS)
+CLAIM = Claim(
+    number=NUMBER, name=NAME, statement=STATEMENT, seed_figure=SEED_FIGURE, rule=RULE,
+    defaults={"cpu": dict(_COMMON), "cuda": dict(_COMMON)},
+    grid=grid, measure=measure, verdicts=verdicts, check=check_parameters,
+    seconds_per_point={"cpu": 1.4, "cuda": 1.3},
+)

@@ -1,0 +1,63 @@
+"""Which Keras backend the study runs on, decided once, before anything imports Keras.
+
+Keras picks TensorFlow unless told otherwise. On a GPU node without TensorFlow (HPC nodes, rented
+boxes) that import fails, so when TensorFlow cannot be imported and `KERAS_BACKEND` is unset, the study
+runs Keras on its torch backend and says so once. Every Keras result row records the backend
+(`backend_for`), so a later TensorFlow run on the same machine is a different configuration.
+"""
+
+from __future__ import annotations
+
+import importlib.util
+import os
+from functools import cache
+
+#: what the command line says once when the study chose the backend
+CHOSEN_NOTE = "TensorFlow is not installed, so Keras runs on its torch backend (KERAS_BACKEND=torch)"
+
+
+def _importable(name: str) -> bool:
+    try:
+        return importlib.util.find_spec(name) is not None
+    except (ImportError, ValueError):  # a blocked or broken package counts as missing
+        return False
+
+
+def chosen_note() -> str | None:
+    """The line to show when this process (or the one that started it) chose the torch backend."""
+    return CHOSEN_NOTE if os.environ.get("LSTMSTUDY_KERAS_BACKEND_CHOSEN") == "1" else None
+
+
+def choose_keras_backend() -> bool:
+    """Set `KERAS_BACKEND=torch` when it is unset and TensorFlow cannot be imported; True if it did."""
+    if "KERAS_BACKEND" in os.environ or _importable("tensorflow"):
+        return False
+    os.environ["KERAS_BACKEND"] = "torch"
+    os.environ["LSTMSTUDY_KERAS_BACKEND_CHOSEN"] = "1"  # child processes (notebook kernels) say it too
+    return True
+
+
+@cache
+def import_keras():
+    """Import Keras (and TensorFlow, on that backend) with their native start-up logs kept off the terminal."""
+    from lstmstudy.terminal import quiet_native_stderr
+
+    with quiet_native_stderr():
+        import keras
+
+        if keras.backend.backend() == "tensorflow":
+            import tensorflow as tf
+
+            tf.config.list_physical_devices("GPU")  # TensorFlow's CUDA probe logs from C++ on its first call
+    return keras
+
+
+@cache
+def keras_backend() -> str:
+    """The Keras backend in use ('tensorflow', 'torch', 'jax'); '' when Keras is not installed."""
+    return import_keras().backend.backend() if _importable("keras") else ""
+
+
+def backend_for(kernel: str) -> str:
+    """The backend a result row records: Keras's for `keras.*` kernels, '' for everything else."""
+    return keras_backend() if kernel.startswith("keras.") else ""

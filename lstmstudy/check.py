@@ -1,0 +1,109 @@
+"""`lstmstudy env --check`: the smoke check to run before spending GPU time on a sweep.
+
+In under a minute it shows what the sweep will run on (GPU, driver, CUDA, cuDNN, the TF32 settings, the
+Keras backend), which kernel `nn.LSTM` really runs at each precision and in which dtype, and whether
+NVML's energy counter advances. Every line that would spoil a sweep is a failure, and the command
+exits non-zero if there is one.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Iterator
+from dataclasses import dataclass
+
+import torch
+
+from lstmstudy import hardware, kernels
+from lstmstudy.backends import chosen_note, keras_backend
+from lstmstudy.errors import StudyError
+from lstmstudy.shapes import LSTMShape
+from lstmstudy.timing import sync_for
+
+SHAPE = LSTMShape(batch=4, timesteps=8, features=16, hidden=32)
+#: what the fused nn.LSTM must run, per device kind
+FUSED = {"cuda": "cudnn", "cpu": "onednn"}
+EXPECTED_DTYPE = {"fp32": "float32", "fp16": "float16", "bf16": "bfloat16"}
+
+
+@dataclass(frozen=True)
+class Check:
+    name: str
+    value: str
+    ok: bool | None = None  # None: information only
+
+    def line(self) -> str:
+        mark = {True: "ok  ", False: "FAIL", None: "    "}[self.ok]
+        return f"{mark} {self.name:<28} {self.value}"
+
+
+def _kernel(name: str, device: torch.device, precision: str, expected: str | None) -> Check:
+    """Build a kernel, run it once and report what the profiler saw it run, and in which dtype."""
+    label = f"{name} {precision} train"
+    try:
+        built = kernels.build(name, SHAPE, device, precision, "train")
+        seen, dtype = built.observed_kernel(), built.compute_dtype
+    except StudyError as exc:  # a Skip: this precision cannot run here
+        return Check(label, f"skipped: {exc}", None)
+    except Exception as exc:  # noqa: BLE001 - any failure here would fail the sweep too
+        return Check(label, f"{type(exc).__name__}: {str(exc).splitlines()[0] if str(exc) else ''}", False)
+    ok = (expected is None or seen == expected) and dtype == EXPECTED_DTYPE[precision]
+    return Check(label, f"ran {seen or '?'}, computed in {dtype or '?'}", ok)
+
+
+def _energy(device: torch.device) -> Check:
+    """Does NVML's energy counter advance over half a second of matrix products?"""
+    try:
+        from lstmstudy import nvml
+
+        index = nvml.nvml_index(str(torch.cuda.get_device_properties(device).uuid), device.index or 0)
+        a = torch.randn(2048, 2048, device=device)
+        with nvml.GpuMonitor(index, sync=sync_for(device)) as monitor, monitor.window("check") as holder:
+            end = time.monotonic() + 0.5
+            while time.monotonic() < end:
+                a @ a
+                torch.cuda.synchronize(device)
+        result = holder.result
+    except Exception as exc:  # noqa: BLE001 - no NVML, no permission: claim 6 would be all skipped rows
+        return Check("NVML energy counter", f"{type(exc).__name__}: {exc}", False)
+    ok = result is not None and result.energy_j is not None and result.energy_j > 0
+    text = (f"{result.energy_j:.1f} J in {result.duration_s:.2f} s ({result.energy_source}), "
+            f"mean {result.mean_power_w:.0f} W" if ok else (result.warning if result else "no window"))
+    return Check("NVML energy counter", text, ok)
+
+
+def checks(device: torch.device) -> Iterator[Check]:
+    """Every line of the smoke check, computed as it is printed."""
+    fp = hardware.fingerprint(device)
+    yield Check("result set", fp.hardware_id)
+    yield Check("torch", f"{torch.__version__} (CUDA {torch.version.cuda or 'none'})")
+    if device.type == "cuda":
+        yield Check("GPU", f"{fp.gpu_name}, {fp.gpu_memory_gb} GiB, compute capability {fp.compute_capability}")
+        yield Check("driver", fp.driver or "unknown (no NVML)", bool(fp.driver) or None)
+        clocks = f"SM {fp.sm_clock_mhz} of {fp.sm_clock_max_mhz} MHz now" if fp.sm_clock_max_mhz else "unknown"
+        yield Check("clocks, power", f"{clocks}; power limit {fp.power_limit_w} W; persistence {fp.persistence_mode}")
+        yield Check("cuDNN", fp.cudnn or "not available", bool(fp.cudnn) and torch.backends.cudnn.is_available())
+        yield Check("TF32 (outside our steps)", f"cudnn.rnn {torch.backends.cudnn.rnn.fp32_precision}, "
+                    f"cuda.matmul {torch.backends.cuda.matmul.fp32_precision}; every sweep runs IEEE fp32")
+    else:
+        yield Check("CPU", f"{fp.cpu_model}, {fp.threads} threads, flags {' '.join(fp.cpu_flags) or 'none'}")
+    for precision in ("fp32", "fp16", "bf16"):
+        yield _kernel("torch.fused", device, precision, FUSED[device.type])
+    backend = keras_backend()
+    yield Check("Keras backend", (backend or "Keras not installed") + (f" ({chosen_note()})" if chosen_note() else ""),
+                bool(backend) or None)
+    if backend:
+        yield _kernel("keras.cudnn_auto", device, "fp32", "cudnn" if device.type == "cuda" else None)
+    if device.type == "cuda":
+        yield _energy(device)
+
+
+def run(device: str) -> int:
+    """Print every check; 0 when nothing failed, 1 otherwise."""
+    dev = hardware.resolve_device(device)
+    failed = 0
+    for check in checks(dev):
+        print(check.line(), flush=True)
+        failed += check.ok is False
+    print(f"{failed} check(s) failed: fix them before measuring" if failed else "ready to measure")
+    return 1 if failed else 0

@@ -1,0 +1,39 @@
+"""The book's table of contents (`_toc.yml`) read as a list of pages: YAML only, so that rendering the
+book (`lstmstudy book`) needs none of the measuring stack."""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Iterator
+from pathlib import Path
+
+import yaml
+
+ROOT = Path(__file__).resolve().parent.parent
+TOC = ROOT / "_toc.yml"
+
+
+def toc_files(toc: Path = TOC) -> list[str]:
+    """Every page of the book's table of contents, in reading order, as docnames (`book/intro`)."""
+    def walk(node: object) -> Iterator[str]:
+        if isinstance(node, dict):
+            for key in ("root", "file"):
+                if key in node:
+                    yield str(node[key])
+            for key in ("parts", "chapters", "sections"):
+                for child in node.get(key) or []:
+                    yield from walk(child)
+
+    return [re.sub(r"\.(ipynb|md)$", "", name) for name in walk(yaml.safe_load(Path(toc).read_text()))]
+
+
+def claim_pages(toc: Path = TOC) -> dict[str, str]:
+    """Claim number -> the docname of its page in the table of contents (`book/claims/01_cudnn_fallback`)."""
+    return {Path(name).name[:2]: name for name in toc_files(toc)
+            if name.startswith("book/claims/") and re.match(r"\d\d_", Path(name).name)}
+
+
+def missing_pages(root: Path = ROOT) -> list[str]:
+    """The pages of the table of contents that do not exist yet (executed pages before `reproduce`)."""
+    return [name for name in toc_files(root / "_toc.yml")
+            if not any((root / f"{name}{suffix}").exists() for suffix in (".md", ".ipynb"))]

@@ -1,0 +1,79 @@
+"""`lstmstudy measure`: every claim's grid measured without notebooks, resumable, with clear errors."""
+
+from __future__ import annotations
+
+import pytest
+import torch
+
+from lstmstudy import cli, results
+from lstmstudy.backends import CHOSEN_NOTE
+from lstmstudy.claims import lookup, registry
+
+
+def test_a_quick_run_measures_every_claim_without_the_notebook_stack(quick_measurement):
+    done = quick_measurement.done
+    assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
+    assert "Traceback" not in done.stderr
+    assert f"note: {CHOSEN_NOTE}" in done.stdout  # said once, before measuring
+    assert done.stdout.count(CHOSEN_NOTE) == 1
+    for claim in registry():
+        frame = results.load(claim.name, quick_measurement.root, latest=False)
+        assert not frame.empty, f"{claim.stem} stored no rows"
+        assert f"{claim.name}: " in done.stdout  # its one-line summary
+        errors = frame[frame.status == "error"]
+        assert errors.empty, f"{claim.stem}: {errors.error.tolist()}"  # a blocked import would be an error row
+        assert not frame.error.str.contains("blocked").any()
+    assert not results.load("roofline", quick_measurement.root).empty
+
+
+def test_keras_runs_on_its_torch_backend_and_its_rows_say_so(quick_measurement):
+    frame = results.load("cudnn_fallback", quick_measurement.root)
+    keras_rows = frame[frame.framework == "keras"]
+    assert not keras_rows.empty and set(keras_rows.backend) == {"torch"}
+    assert set(frame[frame.framework == "torch"].backend) == {""}
+    ok = frame[frame.status == "ok"]
+    assert set(ok.compute_dtype) <= {"float32", "bfloat16", "float16"} and "" not in set(ok.compute_dtype)
+
+
+def _measure(*args: str) -> int:
+    return cli.main(["measure", "--device", "cpu", "--no-progress", *args])
+
+
+def test_a_deadline_exits_early_and_the_next_call_resumes_without_duplicates(tmp_path, capsys):
+    root = str(tmp_path / "results")
+    assert _measure("--claims", "04", "--quick", "--deadline", "0.001", "--results-dir", root) == 0
+    out = capsys.readouterr().out
+    assert "left for the next call" in out and "run the same command again to resume" in out
+    assert len(results.load("frameworks_vs_baseline", tmp_path / "results", latest=False)) == 1
+    assert _measure("--claims", "frameworks_vs_baseline", "--quick", "--results-dir", root) == 0
+    assert "nothing left to measure" in capsys.readouterr().out
+    stored = results.load("frameworks_vs_baseline", tmp_path / "results", latest=False)
+    points = lookup(["04"])[0].points("cpu", quick=True)
+    assert len(stored) == len(points) == len({results.row_key(row) for row in stored.to_dict("records")})
+
+
+@pytest.mark.parametrize(("args", "message"), [
+    (["--claims", "99"], "unknown claim '99'; known: all, 01_cudnn_fallback"),
+    (["--deadline", "-5"], "--deadline must be a positive number of seconds, got -5"),
+])
+def test_bad_arguments_are_one_clear_line(args, message, capsys, tmp_path):
+    assert _measure(*args, "--results-dir", str(tmp_path)) == 2
+    err = capsys.readouterr().err
+    assert err.startswith(f"lstmstudy: error: {message}") and err.count("\n") == 1
+    assert not (tmp_path / "cudnn_fallback").exists()
+
+
+@pytest.mark.skipif(torch.cuda.is_available(), reason="a GPU is present")
+@pytest.mark.parametrize("command", [["measure"], ["env", "--check"]])
+def test_a_gpu_asked_for_without_one_is_one_clear_line(command, capsys):
+    assert cli.main([*command, "--device", "cuda"]) == 2
+    err = capsys.readouterr().err
+    assert err.startswith("lstmstudy: error: device 'cuda' was asked for") and err.count("\n") == 1
+
+
+def test_the_smoke_check_reports_what_really_ran(capsys):
+    assert cli.main(["env", "--device", "cpu", "--check"]) == 0
+    out = capsys.readouterr().out
+    assert "torch.fused fp32 train" in out and "ran onednn, computed in float32" in out
+    assert "Keras backend" in out and "ready to measure" in out
+    assert "FAIL" not in out
