@@ -13,7 +13,6 @@ from html.parser import HTMLParser
 from pathlib import Path
 from urllib.parse import unquote, urljoin, urlsplit
 
-import nbformat
 
 ROOT = Path(__file__).resolve().parent.parent
 GLUE_TEXT_ROLE = re.compile(r"\{glue:text\}`[^`]+`")
@@ -97,6 +96,8 @@ def source_of(page: Path, root: Path = ROOT) -> Path | None:
 
 
 def _notebook(source: Path):
+    import nbformat  # inside: the test files collect on a GPU node without it
+
     return nbformat.read(source, as_version=4)
 
 

@@ -4,7 +4,6 @@ import json
 import subprocess
 import sys
 
-import nbformat
 import pytest
 import torch
 
@@ -38,6 +37,8 @@ def test_gpu_asked_for_without_one_is_one_clear_line(command):
 
 
 def test_unknown_claim_is_one_clear_line(tmp_path):
+    import nbformat  # inside: the file collects on a GPU node without it
+
     nbformat.write(nbformat.v4.new_notebook(), tmp_path / "01_demo.ipynb")
     out = run("reproduce", "--device", "cpu", "--notebooks", str(tmp_path), "--claims", "99")
     assert out.returncode == 2 and out.stderr.strip() == "lstmstudy: error: unknown claim '99'; known claims: 01_demo"
@@ -56,6 +57,8 @@ def test_select_claims_by_number_name_or_stem(tmp_path):
 
 
 def _parameterised_notebook(path, body: str) -> None:
+    import nbformat
+
     params = nbformat.v4.new_code_cell('device = "auto"\nmeasure = False\nquick = False')
     params.metadata["tags"] = ["parameters"]
     nb = nbformat.v4.new_notebook(cells=[params, nbformat.v4.new_code_cell(body)])
@@ -64,6 +67,8 @@ def _parameterised_notebook(path, body: str) -> None:
 
 
 def test_reproduce_runs_notebooks_with_the_parameters(tmp_path):
+    import nbformat
+
     src, out = tmp_path / "src", tmp_path / "out"
     src.mkdir()
     _parameterised_notebook(src / "01_demo.ipynb", "print(device, measure, quick)")
@@ -83,6 +88,8 @@ def test_a_failing_notebook_is_one_clear_line(tmp_path):
 
 
 def test_reproduce_renders_the_ledger_and_conclusions_after_the_claims(tmp_path):
+    import nbformat
+
     src, book = tmp_path / "src", tmp_path / "book"
     src.mkdir()
     _parameterised_notebook(src / "01_demo.ipynb", "print('claim')")
@@ -101,6 +108,8 @@ def test_reproduce_renders_the_ledger_and_conclusions_after_the_claims(tmp_path)
 
 
 def test_missing_pages_are_named_before_the_book_is_built(tmp_path):
+    import nbformat
+
     (tmp_path / "book").mkdir()
     (tmp_path / "book" / "intro.md").write_text("# Intro\n")
     (tmp_path / "_toc.yml").write_text("format: jb-book\nroot: book/intro\nchapters:\n"

@@ -77,3 +77,18 @@ def test_the_smoke_check_reports_what_really_ran(capsys):
     assert "torch.fused fp32 train" in out and "ran onednn, computed in float32" in out
     assert "Keras backend" in out and "ready to measure" in out
     assert "FAIL" not in out
+
+
+def test_the_gpu_tests_collect_on_a_node_without_the_notebook_stack(tmp_path):
+    """`pytest -m gpu` on a GPU node: no test file may import papermill, Jupyter or TensorFlow at the top."""
+    import os
+    import subprocess
+    import sys
+
+    from conftest import BLOCKER, NOT_ON_A_GPU_NODE, ROOT
+
+    (tmp_path / "sitecustomize.py").write_text(BLOCKER.format(blocked=set(NOT_ON_A_GPU_NODE)))
+    env = {**os.environ, "PYTHONPATH": str(tmp_path), "KERAS_BACKEND": "torch"}
+    done = subprocess.run([sys.executable, "-m", "pytest", "--collect-only", "-q", "-m", "gpu", "-p", "no:cacheprovider"],
+                          cwd=ROOT, env=env, capture_output=True, text=True, timeout=600)
+    assert done.returncode == 0 and "tests collected" in done.stdout, done.stdout[-3000:] + done.stderr[-2000:]

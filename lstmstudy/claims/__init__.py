@@ -68,6 +68,18 @@ class Claim:
     run). `measure(points, device=, min_time=, quick=, **sweep_options)` times them through `sweep.run`
     and returns its reports. `seconds_per_point[kind]` is the planning estimate of one point's time,
     measuring included (build, warm-up, samples, the profiler's look at what ran), from earlier runs.
+
+    The GPU plan (points x seconds per point; planned from the CPU runs, not yet measured on a GPU),
+    which `tests/test_claims.py` keeps within a 20-minute lease:
+
+        01_cudnn_fallback          86 x 1.5 s = 129 s
+        02_cpu_vs_gpu_batch        20 x 6.0 s = 120 s   (each point on the GPU and on its host's CPU)
+        03_mixed_precision        114 x 1.3 s = 148 s
+        04_frameworks_vs_baseline 112 x 1.3 s = 146 s
+        05_bucketing               12 x 8.0 s =  96 s   (8 layers; keras.masked last)
+        06_energy                  49 x 2.5 s = 122 s   (0.5 s energy windows)
+        kernels                    90 x 1.5 s = 135 s   (torch.compiled last)
+        total                                   896 s, about 15 minutes
     """
 
     number: str  # "01"; "" for the kernel benchmark, which is measured but not judged
