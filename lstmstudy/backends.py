@@ -39,7 +39,12 @@ def choose_keras_backend() -> bool:
 
 @cache
 def import_keras():
-    """Import Keras (and TensorFlow, on that backend) with their native start-up logs kept off the terminal."""
+    """Import Keras once, with its (and TensorFlow's) native start-up logs kept off the terminal.
+
+    On TensorFlow, let GPU memory grow so torch kernels in the same process keep theirs, and pin fp32 to
+    IEEE fp32: TensorFlow runs fp32 matmuls and cuDNN RNNs as TF32 by default on Ampere and later GPUs,
+    while every torch step runs under `torch_kernels.ieee_fp32`.
+    """
     from lstmstudy.terminal import quiet_native_stderr
 
     with quiet_native_stderr():
@@ -48,7 +53,12 @@ def import_keras():
         if keras.backend.backend() == "tensorflow":
             import tensorflow as tf
 
-            tf.config.list_physical_devices("GPU")  # TensorFlow's CUDA probe logs from C++ on its first call
+            tf.config.experimental.enable_tensor_float_32_execution(False)
+            for gpu in tf.config.list_physical_devices("GPU"):  # its CUDA probe logs from C++ on the first call
+                try:
+                    tf.config.experimental.set_memory_growth(gpu, True)
+                except RuntimeError:  # TensorFlow already initialised its GPUs: their setting stands
+                    pass
     return keras
 
 

@@ -80,7 +80,8 @@ def glue_verdicts(prefix: str, verdicts: Sequence[Verdict]) -> None:
     from myst_nb import glue
 
     for kind in ("cpu", "cuda"):
-        found = next((v for v in verdicts if v.hardware_id.startswith(kind + "-") and v.outcome != Outcome.NOT_MEASURED), None)
+        found = next((v for v in verdicts
+                      if v.hardware_id.startswith(kind + "-") and v.outcome != Outcome.NOT_MEASURED), None)
         glue(f"{prefix}_{kind}_ours", found.ours_text if found else "not measured", display=False)
         glue(f"{prefix}_{kind}_verdict", found.outcome.value if found else Outcome.NOT_MEASURED.value, display=False)
         glue(f"{prefix}_{kind}_hardware", found.hardware_id if found else "no stored set", display=False)

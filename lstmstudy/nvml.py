@@ -10,6 +10,7 @@ repeat the work until the window is long enough.
 from __future__ import annotations
 
 import logging
+import math
 import threading
 import time
 from collections.abc import Callable, Iterator
@@ -20,6 +21,8 @@ from typing import Any, NamedTuple
 import pynvml
 
 from lstmstudy.errors import DeviceUnavailable, ParameterError, StudyError
+from lstmstudy.timing import Measurement
+from lstmstudy.timing import measure as time_call
 
 log = logging.getLogger(__name__)
 
@@ -360,3 +363,49 @@ def idle_power(monitor: GpuMonitor, seconds: float = 1.0) -> GpuMeasurement:
         time.sleep(seconds)
     assert holder.result is not None  # set by window() on exit
     return holder.result
+
+
+# --- windows of repeated work, as the energy claim uses them ---------------------------------------
+
+MAX_ATTEMPTS = 5
+MIN_REPETITIONS = 3
+
+
+def repetitions(median_s: float, window_s: float) -> int:
+    """How many steps of `median_s` fill a window of `window_s` (at least MIN_REPETITIONS)."""
+    if not median_s > 0:
+        return MIN_REPETITIONS
+    return max(MIN_REPETITIONS, math.ceil(window_s / median_s))
+
+
+def energy_window(step: Callable[[], object], sync: Sync | None, monitor: GpuMonitor, *, n: int, window_s: float,
+                  key: str = "energy") -> tuple[Measurement, GpuMeasurement]:
+    """Run `step` N times (each timed and synced) inside one monitor window lasting >= `window_s`.
+
+    If the window comes out shorter (the steps ran faster than the sizing median) or the counter could
+    not measure it, N grows and the window runs again, up to MAX_ATTEMPTS times; a window whose energy
+    is still unmeasured raises RuntimeError with NVML's warning, so no number is stored for it.
+    """
+    attempt = 1
+    while True:
+        with monitor.window(key) as holder:
+            m = time_call(step, sync=sync, warmup=0, min_time=0.0, max_time=float("inf"),
+                          min_samples=n, max_samples=n)
+        result = holder.result
+        if result.energy_j is not None and (result.duration_s >= window_s or attempt == MAX_ATTEMPTS):
+            return m, result  # on the last attempt: measurable (>= the counter period), if shorter than asked
+        if attempt == MAX_ATTEMPTS:
+            raise RuntimeError(result.warning or f"window {key!r} energy was not measured")
+        n = math.ceil(n * max(2.0, 1.2 * window_s / max(result.duration_s, 1e-9)))
+        attempt += 1
+
+
+def idle_window(monitor: GpuMonitor, seconds: float) -> GpuMeasurement:
+    """Idle power over an empty window of `seconds`, doubled until the energy counter measures it."""
+    for _ in range(MAX_ATTEMPTS):
+        gm = idle_power(monitor, seconds)
+        if gm.energy_j is not None:
+            return gm
+        seconds *= 2
+    raise RuntimeError(gm.warning or "the idle window's energy was not measured")
+

@@ -6,10 +6,10 @@ from __future__ import annotations
 from collections.abc import Sequence
 
 import matplotlib.pyplot as plt
-from matplotlib.ticker import FuncFormatter
 import numpy as np
 import pandas as pd
 import seaborn as sns
+from matplotlib.ticker import FuncFormatter
 
 sns.set_theme(context="notebook", style="whitegrid")
 
@@ -100,7 +100,8 @@ def heatmap(pivot: pd.DataFrame, *, title: str, xlabel: str, ylabel: str, cbar_l
 
 def curves(frame: pd.DataFrame, x: str, y: str, *, lo: str | None = None, hi: str | None = None, hue: str,
            col: str | None = None, row: str | None = None, xlabel: str, ylabel: str, hue_title: str | None = None,
-           logx: bool = True, logy: bool = True, hline: float | None = None, height: float = 3.2) -> sns.FacetGrid | None:
+           logx: bool = True, logy: bool = True, hline: float | None = None,
+           height: float = 3.2) -> sns.FacetGrid | None:
     """`y` against `x`, one line per `hue` with the [`lo`, `hi`] band (e.g. a 95% interval) shaded.
 
     Unlike `times`, the hardware sets share the panels (pass `hue="hardware_id"`) so that their curves can be

@@ -28,7 +28,8 @@ COLUMNS: tuple[str, ...] = (
     "claim", "kernel", "framework", "backend", "device", "device_kind", "hardware_id", "precision", "phase",
     "batch", "timesteps", "features", "hidden", "layers", "bidirectional", "config",
     "threads", "n_samples", "median_s", "p25_s", "p75_s", "ci_low_s", "ci_high_s", "samples_s",
-    "flops", "achieved_flops", "energy_j", "observed_kernel", "compute_dtype", "status", "error", "versions",
+    "flops", "achieved_flops", "energy_j", "observed_kernel", "observed_detail", "predicted_kernel", "compute_dtype",
+    "status", "error", "versions",
     "created_at",
 )
 #: The columns that identify one configuration within a hardware set (what a resumed sweep skips).

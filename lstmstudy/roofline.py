@@ -22,8 +22,9 @@ import torch
 from lstmstudy import hardware, results, sweep
 from lstmstudy.errors import Skip
 from lstmstudy.kernels.torch_kernels import DTYPES
+from lstmstudy.observe import NO_LSTM
 from lstmstudy.shapes import LSTMShape
-from lstmstudy.sweep import Outcome, Point
+from lstmstudy.sweep import Point, PointResult
 from lstmstudy.timing import measure as time_call
 from lstmstudy.timing import sync_for
 
@@ -39,7 +40,7 @@ def gemm_point(n: int, precision: str) -> Point:
                  precision=precision, config={"n": n})
 
 
-def _measure_gemm(point: Point, device: torch.device, **measure_kwargs) -> Outcome:
+def _measure_gemm(point: Point, device: torch.device, **measure_kwargs) -> PointResult:
     """Time `c = a @ b` for one point; a precision the device cannot multiply in becomes a Skip."""
     n = int(point.config["n"])
     dtype = DTYPES[point.precision]
@@ -53,7 +54,7 @@ def _measure_gemm(point: Point, device: torch.device, **measure_kwargs) -> Outco
     except RuntimeError as exc:  # e.g. a build without a kernel for this dtype on this device
         raise Skip(f"no {point.precision} matmul on {device.type}: {str(exc).splitlines()[0]}") from exc
     m = time_call(lambda: torch.mm(a, b, out=c), sync=sync_for(device), **measure_kwargs)
-    return Outcome(measurement=m, flops=2.0 * n**3)
+    return PointResult(measurement=m, flops=2.0 * n**3, observed=NO_LSTM)
 
 
 def measure(device: str = "auto", sizes: Iterable[int] | None = None, quick: bool = False, *,

@@ -23,6 +23,7 @@ from tqdm.auto import tqdm
 from lstmstudy import hardware, results
 from lstmstudy.backends import backend_for
 from lstmstudy.errors import DeviceFailed, Skip
+from lstmstudy.observe import NOTHING, Observation
 from lstmstudy.shapes import LSTMShape
 from lstmstudy.timing import Measurement
 
@@ -58,18 +59,20 @@ class Point:
 
 
 @dataclass(frozen=True)
-class Outcome:
-    """What measuring a point produced, beyond the timing itself."""
+class PointResult:
+    """What measuring a point produced: the timing, and what ran (`claims.Outcome` is a verdict's outcome)."""
 
     measurement: Measurement
     flops: float | None = None
     energy_j: float | None = None
-    observed_kernel: str = ""
+    #: what really ran (`lstmstudy.observe`), and what the explainer or a traced graph said would run
+    observed: Observation = NOTHING
+    predicted_kernel: str = ""
     #: the dtype the LSTM really computed in ("float32", "bfloat16", ...), read off its output; "" if unknown
     compute_dtype: str = ""
 
 
-MeasurePoint = Callable[[Point, torch.device], Outcome]
+MeasurePoint = Callable[[Point, torch.device], PointResult]
 
 #: CUDA errors after which the process's CUDA context is unusable: every later point would fail too.
 #: An out-of-memory error is not one of them (it is one error row and the sweep goes on).
@@ -131,7 +134,7 @@ class SweepReport:
 
 
 def make_row(claim: str, point: Point, device: torch.device, fp: hardware.Fingerprint, *,
-             outcome: Outcome | None = None, status: str = "ok", error: str = "") -> dict:
+             outcome: PointResult | None = None, status: str = "ok", error: str = "") -> dict:
     """The stored row for one point: its key, the statistics and raw samples, and where it ran."""
     row: dict = {
         "claim": claim, **point.key_fields(), "framework": point.kernel.split(".", 1)[0],
@@ -145,7 +148,8 @@ def make_row(claim: str, point: Point, device: torch.device, fp: hardware.Finger
         row.update(threads=m.threads, n_samples=m.n, median_s=m.median, p25_s=m.p25, p75_s=m.p75,
                    ci_low_s=lo, ci_high_s=hi, samples_s=list(m.samples), flops=outcome.flops,
                    achieved_flops=outcome.flops / m.median if outcome.flops and m.median > 0 else None,
-                   energy_j=outcome.energy_j, observed_kernel=outcome.observed_kernel,
+                   energy_j=outcome.energy_j, observed_kernel=outcome.observed.kernel,
+                   observed_detail=outcome.observed.detail_text(), predicted_kernel=outcome.predicted_kernel,
                    compute_dtype=outcome.compute_dtype)
     return row
 
@@ -170,7 +174,9 @@ def run(claim: str, points: Iterable[Point], measure_point: MeasurePoint, *, dev
     `retry_errors` (the file keeps both rows, `results.load` shows the newer). fp32 means IEEE fp32
     throughout (no TF32), whichever framework runs the step.
     """
-    from lstmstudy.kernels.torch_kernels import ieee_fp32  # not at the top: the kernels import this module
+    from lstmstudy.kernels.torch_kernels import (
+        ieee_fp32,  # not at the top: the kernels import this module
+    )
 
     dev = hardware.resolve_device(device)
     fp = hardware.fingerprint(dev)

@@ -2,8 +2,8 @@
 
 TensorFlow and its CUDA probe, and the PyTorch profiler (its "USDT ... profiler_start" lines), write from
 C++ straight to file descriptor 2, past any Python setting (TF_CPP_MIN_LOG_LEVEL no longer holds them
-back), and notebook kernels started by papermill inherit that descriptor. Python-level warnings and errors are untouched, so what a reader must see still
-reaches the page or the terminal.
+back), and notebook kernels started by papermill inherit that descriptor. Python-level warnings and errors
+are untouched, so what a reader must see still reaches the page or the terminal.
 """
 
 from __future__ import annotations

@@ -13,7 +13,6 @@ from html.parser import HTMLParser
 from pathlib import Path
 from urllib.parse import unquote, urljoin, urlsplit
 
-
 ROOT = Path(__file__).resolve().parent.parent
 GLUE_TEXT_ROLE = re.compile(r"\{glue:text\}`[^`]+`")
 IMAGE_MIMES = ("image/png", "image/jpeg", "image/svg+xml", "image/gif")

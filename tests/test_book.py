@@ -7,7 +7,15 @@ Chromium's view of the same build is checked in test_browser.py.
 from __future__ import annotations
 
 import pytest
-from htmlpages import Page, fragment, image_outputs, local_url, pages, source_of, url_to_file
+from htmlpages import (
+    Page,
+    fragment,
+    image_outputs,
+    local_url,
+    pages,
+    source_of,
+    url_to_file,
+)
 
 from lstmstudy import toc
 from lstmstudy.claims import registry

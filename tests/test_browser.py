@@ -23,7 +23,15 @@ from http.server import SimpleHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 
 import pytest
-from htmlpages import Page, fragment, glue_problems, local_url, pages, redirect_of, source_of
+from htmlpages import (
+    Page,
+    fragment,
+    glue_problems,
+    local_url,
+    pages,
+    redirect_of,
+    source_of,
+)
 
 pytestmark = pytest.mark.slow
 

@@ -34,7 +34,7 @@ def _store(root, fp, per_batch_s: dict[tuple[str, str], float], spread: float = 
             continue
         call = per_batch_s[key] * point.config["sample_batches"]
         samples = tuple(call * (1 + spread * d) for d in (-1.0, -0.5, 0.0, 0.5, 1.0))
-        outcome = sweep.Outcome(measurement=Measurement(samples=samples, warmup=1, threads=2, sync="none"))
+        outcome = sweep.PointResult(measurement=Measurement(samples=samples, warmup=1, threads=2, sync="none"))
         rows.append(sweep.make_row(claim.NAME, point, device, fp, outcome=outcome))
     results.append(claim.NAME, fp.hardware_id, rows, root)
 
@@ -172,6 +172,6 @@ def test_torch_steps_train_and_report_their_kernel(kernel):
     outcome = claim.measure_point(point, torch.device("cpu"), warmup=0, min_samples=1, min_time=0.0, max_time=0.0)
     assert outcome.measurement.n >= 1 and outcome.measurement.median > 0
     onednn = torch.backends.mkldnn.is_available()
-    expected = {"torch.padded": "onednn", "torch.packed": "aten"}[kernel] if onednn else "aten"
-    assert outcome.observed_kernel == expected
+    expected = {"torch.padded": "onednn", "torch.packed": "aten-loop"}[kernel] if onednn else "aten-loop"
+    assert outcome.observed.kernel == expected
     assert outcome.flops and np.isfinite(outcome.flops)

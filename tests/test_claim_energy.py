@@ -16,11 +16,12 @@ import matplotlib.pyplot as plt  # noqa: E402
 import pytest  # noqa: E402
 import torch  # noqa: E402
 
-from lstmstudy import hardware, plots, results, sweep  # noqa: E402
+from lstmstudy import hardware, nvml, plots, results, sweep  # noqa: E402
 from lstmstudy.claims import Outcome  # noqa: E402
 from lstmstudy.claims import energy as claim  # noqa: E402
 from lstmstudy.errors import ParameterError, Skip  # noqa: E402
 from lstmstudy.nvml import GpuMeasurement, WindowResult, nvml_available  # noqa: E402
+from lstmstudy.observe import Observation  # noqa: E402
 from lstmstudy.shapes import LSTMShape  # noqa: E402
 from lstmstudy.timing import Measurement  # noqa: E402
 
@@ -37,14 +38,16 @@ def gpu_row(kernel: str, shape: LSTMShape, *, energy_j: float, step_s: float = 0
     point = sweep.Point(kernel, shape, precision=precision, phase=phase, config={"window_s": 0.5})
     m = Measurement(samples=(step_s,) * reps, warmup=0, threads=1, sync="synchronize")
     return sweep.make_row(claim.NAME, point, torch.device("cuda", 0), fp,
-                          outcome=sweep.Outcome(measurement=m, energy_j=energy_j, observed_kernel="cudnn | energy: counter"))
+                          outcome=sweep.PointResult(measurement=m, energy_j=energy_j,
+                                                observed=Observation("cudnn", {"energy_source": "counter"})))
 
 
 def idle_row(watts: float, seconds: float = 1.0, fp=GPU) -> dict:
     point = sweep.Point(claim.IDLE_KERNEL, claim.IDLE_SHAPE, config={"idle_s": seconds})
     m = Measurement(samples=(seconds,), warmup=0, threads=1, sync="none")
     return sweep.make_row(claim.NAME, point, torch.device("cuda", 0), fp,
-                          outcome=sweep.Outcome(measurement=m, energy_j=watts * seconds, observed_kernel="idle"))
+                          outcome=sweep.PointResult(measurement=m, energy_j=watts * seconds,
+                                                    observed=Observation("none")))
 
 
 def gpu_set(factor: float, root: Path, *, fp=GPU) -> None:
@@ -170,7 +173,7 @@ class FakeMonitor:
 
 def test_the_window_grows_until_it_is_long_enough_and_measured():
     monitor = FakeMonitor(unmeasured=1)
-    m, gm = claim.energy_window(lambda: time.sleep(0.002), None, monitor, n=3, window_s=0.05)
+    m, gm = nvml.energy_window(lambda: time.sleep(0.002), None, monitor, n=3, window_s=0.05)
     assert len(monitor.windows) >= 2 and monitor.windows[0].energy_j is None
     assert gm.duration_s >= 0.05 and gm.energy_j == pytest.approx(100.0 * gm.duration_s)
     assert m.n >= 3 and sum(m.samples) <= gm.duration_s  # the stored samples are the window's steps
@@ -178,7 +181,7 @@ def test_the_window_grows_until_it_is_long_enough_and_measured():
 
 def test_a_window_never_measured_raises_instead_of_storing_a_number():
     with pytest.raises(RuntimeError, match="did not increase"):
-        claim.energy_window(lambda: None, None, FakeMonitor(unmeasured=99), n=3, window_s=0.0)
+        nvml.energy_window(lambda: None, None, FakeMonitor(unmeasured=99), n=3, window_s=0.0)
 
 
 def test_measure_point_stores_the_window_energy_and_its_steps():
@@ -190,7 +193,7 @@ def test_measure_point_stores_the_window_energy_and_its_steps():
     window = monitor.windows[-1]
     assert window.duration_s >= 0.2 and out.energy_j == window.energy_j
     assert sum(out.measurement.samples) == pytest.approx(window.duration_s, rel=0.2)
-    assert out.observed_kernel.endswith("energy: counter")
+    assert out.observed.kernel == "onednn" and out.observed.detail["energy_source"] == "counter"
     idle = claim.measure_point(sweep.Point(claim.IDLE_KERNEL, claim.IDLE_SHAPE, config={"idle_s": 0.2}),
                                torch.device("cpu"), unavailable_reason=lambda d: None,
                                monitor_factory=lambda d, s: FakeMonitor(watts=30.0))

@@ -24,7 +24,7 @@ def row(hardware_id: str, precision: str, phase: str, hidden: int, timesteps: in
             "features": 32, "hidden": hidden, "layers": 1, "bidirectional": False, "config": "{}",
             "status": status, "error": error, "samples": samples,
             "median_s": float(np.median(samples)) if samples else np.nan,
-            "observed_kernel": observed if status == "ok" else ""}
+            "observed_kernel": observed if status == "ok" else "", "predicted_kernel": ""}
 
 
 def frame(hardware_id: str, small: float, large: float, precision: str = "bf16",

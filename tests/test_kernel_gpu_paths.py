@@ -17,8 +17,18 @@ import torch
 from torch import nn
 
 from lstmstudy import kernels, results, sweep
-from lstmstudy.kernels import LSTMWeights, PrecisionMismatch, checked_compute_dtype, torch_kernels
-from lstmstudy.kernels.torch_kernels import GraphCaptureFailed, _backend, _capture, ieee_fp32
+from lstmstudy.kernels import (
+    LSTMWeights,
+    PrecisionMismatch,
+    checked_compute_dtype,
+    torch_kernels,
+)
+from lstmstudy.kernels.torch_kernels import (
+    GraphCaptureFailed,
+    _backend,
+    _capture,
+    ieee_fp32,
+)
 from lstmstudy.shapes import LSTMShape
 
 SHAPE = LSTMShape(batch=2, timesteps=4, features=3, hidden=5, layers=2, bidirectional=True)

@@ -89,6 +89,6 @@ def test_the_gpu_tests_collect_on_a_node_without_the_notebook_stack(tmp_path):
 
     (tmp_path / "sitecustomize.py").write_text(BLOCKER.format(blocked=set(NOT_ON_A_GPU_NODE)))
     env = {**os.environ, "PYTHONPATH": str(tmp_path), "KERAS_BACKEND": "torch"}
-    done = subprocess.run([sys.executable, "-m", "pytest", "--collect-only", "-q", "-m", "gpu", "-p", "no:cacheprovider"],
-                          cwd=ROOT, env=env, capture_output=True, text=True, timeout=600)
+    command = [sys.executable, "-m", "pytest", "--collect-only", "-q", "-m", "gpu", "-p", "no:cacheprovider"]
+    done = subprocess.run(command, cwd=ROOT, env=env, capture_output=True, text=True, timeout=600)
     assert done.returncode == 0 and "tests collected" in done.stdout, done.stdout[-3000:] + done.stderr[-2000:]

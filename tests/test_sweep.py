@@ -13,6 +13,7 @@ from lstmstudy import results, sweep, timing
 from lstmstudy.backends import keras_backend
 from lstmstudy.errors import DeviceFailed, Skip
 from lstmstudy.hardware import fingerprint
+from lstmstudy.observe import Observation
 from lstmstudy.shapes import LSTMShape
 
 HW = fingerprint("cpu").hardware_id
@@ -22,9 +23,9 @@ def grid(n: int = 6) -> list[sweep.Point]:
     return [sweep.Point("torch.fake", LSTMShape(batch=b, timesteps=4, features=2, hidden=8)) for b in range(1, n + 1)]
 
 
-def fake_outcome() -> sweep.Outcome:
+def fake_outcome() -> sweep.PointResult:
     m = timing.Measurement(samples=(0.001, 0.002, 0.003), warmup=0, threads=1, sync="none")
-    return sweep.Outcome(measurement=m, flops=1e6, observed_kernel="fake")
+    return sweep.PointResult(measurement=m, flops=1e6, observed=Observation("cudnn", {"gpu_kernels": 3}))
 
 
 def test_every_point_becomes_a_row_with_samples(results_root):

@@ -18,7 +18,8 @@ def test_median_agrees_with_torch_utils_benchmark():
     work = lambda: torch.mm(a, a)  # noqa: E731
     for _attempt in range(5):  # a shared 2-core machine can be disturbed; a real disagreement persists
         ours = timing.measure(work, warmup=20, min_time=0.5, max_time=1.0, threads=1).median
-        theirs = benchmark.Timer("work()", globals={"work": work}, num_threads=1).blocked_autorange(min_run_time=0.5).median
+        timer = benchmark.Timer("work()", globals={"work": work}, num_threads=1)
+        theirs = timer.blocked_autorange(min_run_time=0.5).median
         if abs(ours - theirs) / theirs < 0.05:
             return
     pytest.fail(f"timing.measure median {ours * 1e6:.1f} us vs torch.utils.benchmark {theirs * 1e6:.1f} us")

@@ -41,10 +41,18 @@ import numpy as np
 import pandas as pd
 
 from lstmstudy import data, sweep
-from lstmstudy.claims import Claim, Outcome, Verdict, band, bootstrap_ratio, timing_options
+from lstmstudy.claims import (
+    Claim,
+    Outcome,
+    Verdict,
+    band,
+    bootstrap_ratio,
+    timing_options,
+)
 from lstmstudy.errors import ParameterError, Skip
-from lstmstudy.parameters import check_choices, check_positive_ints
 from lstmstudy.kernels import dtype_name
+from lstmstudy.observe import NOTHING, observe, observe_batches, what_ran
+from lstmstudy.parameters import check_choices, check_positive_ints
 from lstmstudy.shapes import LSTMShape
 
 NAME = "bucketing"
@@ -233,8 +241,8 @@ def _sample_for(point: sweep.Point) -> data.BatchPlan:
 
 
 def _torch_steps(point: sweep.Point, device, sample: data.BatchPlan):
-    """One training step per sampled batch (padded or packed), the device sync, the kernel that runs and the
-    dtype it computes in."""
+    """One training step per sampled batch (padded or packed), the device sync, what ran (observed; nothing
+    predicted) and the dtype it computes in."""
     import torch
     from torch import nn
 
@@ -266,31 +274,8 @@ def _torch_steps(point: sweep.Point, device, sample: data.BatchPlan):
         for (x, lens), mask in zip(batches, masks):
             step(x, lens, mask)
 
-    sync = sync_for(device)
-    return run, sync, _torch_kernels_seen(run, sync, len(batches), s.layers), dtype_name(next(lstm.parameters()).dtype)
-
-
-def _torch_kernels_seen(run, sync, n_batches: int, layers: int) -> str:
-    """Which fused LSTM kernel one pass over the sampled batches ran, from the ops the profiler records.
-
-    On a CPU a packed batch gets oneDNN only when all its sequences have the same length (see
-    `criteria`), so a pass can mix kernels; the answer then says on how many batches each ran.
-    """
-    from torch.profiler import ProfilerActivity, profile
-
-    with profile(activities=[ProfilerActivity.CPU]) as prof:
-        run()
-        if sync is not None:
-            sync()
-    names = [event.name for event in prof.events()]
-    if "aten::_cudnn_rnn" in names:
-        return "cudnn"
-    onednn = names.count("aten::mkldnn_rnn_layer") // max(layers, 1)
-    if onednn >= n_batches:
-        return "onednn"
-    if onednn == 0:
-        return "aten"
-    return f"onednn on {onednn} of {n_batches} batches, aten on the rest"
+    return run, sync_for(device), observe_batches(run, device, len(batches), s.layers), "", \
+        dtype_name(next(lstm.parameters()).dtype)
 
 
 def _keras_model(keras, s: LSTMShape):
@@ -301,11 +286,13 @@ def _keras_model(keras, s: LSTMShape):
 
 
 def _keras_steps(point: sweep.Point, device, sample: data.BatchPlan):
-    """Keras with masking: one traced `tf.function` for every width (TensorFlow) or eager calls (torch)."""
-    from lstmstudy.kernels.keras_kernels import _keras, graph_kernel, profiled_kernel, tf_device
+    """Keras with masking: one traced `tf.function` for every width (TensorFlow: what it runs is predicted from
+    the graph) or eager calls (torch: observed)."""
+    from lstmstudy.backends import import_keras
+    from lstmstudy.kernels.keras_kernels import graph_kernel, tf_device
     from lstmstudy.timing import sync_for, tf_sync
 
-    keras = _keras()
+    keras = import_keras()
     s = point.shape
     keras.utils.set_random_seed(0)
     batches = data.keras_batches(sample.lengths, sample, s.features)
@@ -340,7 +327,7 @@ def _keras_steps(point: sweep.Point, device, sample: data.BatchPlan):
         def run():
             for x, mask in tensors:
                 step(x, mask)
-        return run, sync, kernel, keras.backend.standardize_dtype(model.compute_dtype)
+        return run, sync, NOTHING, kernel, keras.backend.standardize_dtype(model.compute_dtype)
 
     import torch
 
@@ -364,11 +351,11 @@ def _keras_steps(point: sweep.Point, device, sample: data.BatchPlan):
             eager_step(x, mask)
 
     sync = sync_for(device)
-    kernel = profiled_kernel(lambda: eager_step(*tensors[0]), sync)
-    return run, sync, kernel, keras.backend.standardize_dtype(model.compute_dtype)
+    return run, sync, observe([lambda: eager_step(*tensors[0])], device), "", \
+        keras.backend.standardize_dtype(model.compute_dtype)
 
 
-def measure_point(point: sweep.Point, device, **timing_kwargs) -> sweep.Outcome:
+def measure_point(point: sweep.Point, device, **timing_kwargs) -> sweep.PointResult:
     """Train on the point's sampled batches once per timed call; FLOPs count the padded steps computed."""
     from lstmstudy.timing import measure as time_call
 
@@ -376,13 +363,14 @@ def measure_point(point: sweep.Point, device, **timing_kwargs) -> sweep.Outcome:
         raise ParameterError(f"unknown kernel {point.kernel!r} for claim {NAME}; kernels: {list(KERNELS)}")
     sample = _sample_for(point)
     if point.kernel.startswith("torch."):
-        run, sync, kernel, dtype = _torch_steps(point, device, sample)
+        run, sync, seen, predicted, dtype = _torch_steps(point, device, sample)
     else:
-        run, sync, kernel, dtype = _keras_steps(point, device, sample)
+        run, sync, seen, predicted, dtype = _keras_steps(point, device, sample)
     m = time_call(run, sync=sync, **timing_kwargs)
     steps = sample.real_steps if point.kernel == "torch.packed" else sample.padded_steps
     per_step = point.shape.flops("train") / (point.shape.batch * point.shape.timesteps)
-    return sweep.Outcome(measurement=m, flops=per_step * steps, observed_kernel=kernel, compute_dtype=dtype)
+    return sweep.PointResult(measurement=m, flops=per_step * steps, observed=seen, predicted_kernel=predicted,
+                         compute_dtype=dtype)
 
 
 # --- the analysis ----------------------------------------------------------------------------------------
@@ -415,6 +403,7 @@ def epoch_times(results: pd.DataFrame) -> pd.DataFrame:
     ok["epoch_p75_s"] = ok.p75_s * ok.scale
     ok["ms_per_batch"] = ok.median_s / ok.sample_batches * 1e3
     ok["waste_fraction"] = 1 - ok.epoch_real_steps / ok.epoch_padded_steps
+    ok["observed_kernel"] = [what_ran(o, p) for o, p in zip(ok.observed_kernel, ok.predicted_kernel)]
     order = {name: i for i, name in enumerate(PLAN_NAMES)}
     return ok[cols].sort_values(_setting_columns() + ["plan"], key=lambda c: c.map(order) if c.name == "plan" else c,
                                 ).reset_index(drop=True)
@@ -539,7 +528,7 @@ def worked_example_table(example: dict | None = None) -> pd.DataFrame:
 
 # --- which kernel runs ------------------------------------------------------------------------------------
 
-def _keras_mask_rows() -> list[dict]:
+def keras_mask_rows() -> list[dict]:
     """Which kernel a Keras LSTM gets on a GPU with a right-padded, a left-padded or no mask (this backend)."""
     import keras
 
@@ -556,16 +545,16 @@ def _keras_mask_rows() -> list[dict]:
     return rows
 
 
-_CHILD = ("import json; from lstmstudy.claims.bucketing import _keras_mask_rows; "
-          "print('JSON' + json.dumps(_keras_mask_rows()))")
+_CHILD = ("import json; from lstmstudy.claims.bucketing import keras_mask_rows; "
+          "print('JSON' + json.dumps(keras_mask_rows()))")
 
 
 def _keras_rows(backend: str) -> list[dict]:
-    """`_keras_mask_rows` under `backend`: here if it is this process's Keras backend, else in a child process."""
+    """`keras_mask_rows` under `backend`: here if it is this process's Keras backend, else in a child process."""
     import keras
 
     if keras.backend.backend() == backend:
-        return _keras_mask_rows()
+        return keras_mask_rows()
     env = {**os.environ, "KERAS_BACKEND": backend, "TF_CPP_MIN_LOG_LEVEL": "3"}
     done = subprocess.run([sys.executable, "-c", _CHILD], env=env, capture_output=True, text=True, timeout=300,
                           cwd=str(Path(__file__).resolve().parents[2]))

@@ -34,10 +34,18 @@ import pandas as pd
 import torch
 
 from lstmstudy import hardware, sweep
-from lstmstudy.claims import Claim, Outcome, Verdict, bootstrap_median, bootstrap_ratio, timing_options
+from lstmstudy.claims import (
+    Claim,
+    Outcome,
+    Verdict,
+    bootstrap_median,
+    bootstrap_ratio,
+    timing_options,
+)
 from lstmstudy.claims.cudnn_fallback import blog_autoencoder
 from lstmstudy.errors import Skip
 from lstmstudy.kernels import dtype_name
+from lstmstudy.observe import NOTHING, observe, predicted
 from lstmstudy.parameters import check_bool, check_choices, check_positive_ints
 from lstmstudy.shapes import LSTMShape
 
@@ -160,9 +168,9 @@ def keras_model(point: sweep.Point, cpu: bool = False):
     without a GPU that is what 'auto' picks anyway; on a GPU machine it keeps TensorFlow from tracing a
     cuDNN op and quietly placing it on the GPU during a CPU measurement.
     """
-    from lstmstudy.kernels.keras_kernels import _keras
+    from lstmstudy.backends import import_keras
 
-    keras = _keras()
+    keras = import_keras()
     s = point.shape
     use_cudnn = False if cpu else "auto"
     if point.config["workload"] == "autoencoder":
@@ -179,26 +187,32 @@ def keras_model(point: sweep.Point, cpu: bool = False):
     return model
 
 
-def _measure_keras(point: sweep.Point, device: torch.device, **timing_kwargs) -> sweep.Outcome:
+def _measure_keras(point: sweep.Point, device: torch.device, **timing_kwargs) -> sweep.PointResult:
     """`train_on_batch` (what `fit` runs per step), on the device Keras's backend is pinned to."""
+    from lstmstudy.backends import import_keras
     from lstmstudy.kernels.criteria import explain_cudnn
-    from lstmstudy.kernels.keras_kernels import _keras, tf_device, unavailable
+    from lstmstudy.kernels.keras_kernels import tf_device, unavailable
     from lstmstudy.timing import measure as time_call
     from lstmstudy.timing import sync_for, tf_sync
 
     if reason := unavailable(device, "fp32"):
         raise Skip(f"{point.kernel} on {device.type}: {reason}")
-    keras = _keras()
+    keras = import_keras()
     tf_backend = keras.backend.backend() == "tensorflow"
     x, y = _data(point)
     name = tf_device(device) if tf_backend else str(device)
     with keras.device(name):
         model = keras_model(point, cpu=device.type == "cpu")
-        m = time_call(lambda: model.train_on_batch(x, y), sync=tf_sync() if tf_backend else sync_for(device),
-                      **timing_kwargs)
-    report = explain_cudnn(model, device="auto")
-    return sweep.Outcome(measurement=m, flops=_flops(point),
-                         observed_kernel=json.dumps({"lstm_kernel": ",".join(e.kernel for e in report)}),
+
+        def step():
+            return model.train_on_batch(x, y)
+
+        m = time_call(step, sync=tf_sync() if tf_backend else sync_for(device), **timing_kwargs)
+        observed = NOTHING if tf_backend else observe([step], device)
+    backend = keras.backend.backend()
+    return sweep.PointResult(measurement=m, flops=_flops(point), observed=observed,
+                         predicted_kernel=",".join(predicted(e.kernel, backend)
+                                                   for e in explain_cudnn(model, device="auto")),
                          compute_dtype=keras.backend.standardize_dtype(model.compute_dtype))
 
 
@@ -256,41 +270,17 @@ def torch_step(point: sweep.Point, device: torch.device):
     return model, step
 
 
-def count_ops(step, device: torch.device) -> dict[str, object]:
-    """Profile one call of `step`: aten ops dispatched (nested ones included), GPU kernels, the LSTM kernel."""
-    from torch.autograd import DeviceType
-    from torch.profiler import ProfilerActivity, profile
-
-    from lstmstudy.kernels.torch_kernels import _classify
-
-    activities = [ProfilerActivity.CPU] + ([ProfilerActivity.CUDA] if device.type == "cuda" else [])
-    with profile(activities=activities) as prof:
-        step()
-        if device.type == "cuda":
-            torch.cuda.synchronize(device)
-    events = prof.events()
-    cpu_ops = [e.name for e in events if e.device_type == DeviceType.CPU]
-    kernels = [e.name for e in events if e.device_type == DeviceType.CUDA
-               and not e.name.startswith(("Memcpy", "Memset"))]  # copies and fills are not launched kernels
-    return {"lstm_kernel": _classify(set(cpu_ops), kernels, device),
-            "aten_ops": sum(name.startswith("aten::") for name in cpu_ops),
-            "gpu_kernels": len(kernels) if device.type == "cuda" else None}
-
-
-def _measure_torch(point: sweep.Point, device: torch.device, **timing_kwargs) -> sweep.Outcome:
-    from lstmstudy.kernels.torch_kernels import _backend
+def _measure_torch(point: sweep.Point, device: torch.device, **timing_kwargs) -> sweep.PointResult:
     from lstmstudy.timing import measure as time_call
     from lstmstudy.timing import sync_for
 
-    with _backend(device, vendor=None):  # on a GPU: IEEE fp32 in cuDNN and cuBLAS, as every torch kernel here
-        model, step = torch_step(point, device)
-        m = time_call(step, sync=sync_for(device), **timing_kwargs)
-        ops = count_ops(step, device)
-    return sweep.Outcome(measurement=m, flops=_flops(point), observed_kernel=json.dumps(ops),
+    model, step = torch_step(point, device)  # under the sweep's IEEE fp32, as every step
+    m = time_call(step, sync=sync_for(device), **timing_kwargs)
+    return sweep.PointResult(measurement=m, flops=_flops(point), observed=observe([step], device),
                          compute_dtype=dtype_name(next(model.parameters()).dtype))
 
 
-def measure_point(point: sweep.Point, device: torch.device, **timing_kwargs) -> sweep.Outcome:
+def measure_point(point: sweep.Point, device: torch.device, **timing_kwargs) -> sweep.PointResult:
     """The `measure_point` of `sweep.run`: one workload's training step on `device`."""
     if point.kernel not in KERNELS:
         raise ValueError(f"unknown kernel {point.kernel!r} for claim {NAME}; expected one of {sorted(KERNELS)}")
@@ -467,7 +457,7 @@ def latency_floor(results: pd.DataFrame) -> pd.DataFrame:
     for (hardware_id, kernel), part in ok.groupby(["hardware_id", "kernel"], sort=True):
         row = part.sort_values("batch").iloc[0]
         try:
-            ops = json.loads(row.observed_kernel)
+            ops = json.loads(row.observed_detail)
         except (TypeError, ValueError):
             continue
         on_gpu = row.device_kind == "cuda"
@@ -476,7 +466,7 @@ def latency_floor(results: pd.DataFrame) -> pd.DataFrame:
             continue
         step_s = float(row.median_s)
         rows.append({"hardware_id": hardware_id, "device_kind": row.device_kind, "workload": row.workload,
-                     "batch": int(row.batch), "timesteps": int(row.timesteps), "lstm_kernel": ops.get("lstm_kernel"),
+                     "batch": int(row.batch), "timesteps": int(row.timesteps), "lstm_kernel": row.observed_kernel,
                      "step_ms": step_s * 1e3, "aten_ops": ops.get("aten_ops"), "gpu_kernels": ops.get("gpu_kernels"),
                      "ops_per_timestep": items / int(row.timesteps), "us_per_op": step_s / items * 1e6,
                      "us_per_timestep": step_s / int(row.timesteps) * 1e6})
@@ -506,7 +496,8 @@ def cpu_curve_text(epochs: pd.DataFrame) -> str:
     for kernel, part in first.groupby("kernel", sort=True):
         part = part.sort_values("batch")
         a, b = part.iloc[0], part.iloc[-1]
-        parts.append(f"{_label(kernel)}: {_num(a.epoch_s)} s at batch {a.batch}, {_num(b.epoch_s)} s at batch {b.batch}")
+        parts.append(f"{_label(kernel)}: {_num(a.epoch_s)} s at batch {a.batch}, "
+                     f"{_num(b.epoch_s)} s at batch {b.batch}")
     return f"on {first.hardware_id.iloc[0]}, an epoch takes " + "; ".join(parts)
 
 

@@ -21,7 +21,16 @@ import numpy as np
 import pandas as pd
 
 from lstmstudy import kernels, sweep
-from lstmstudy.claims import Claim, Outcome, Verdict, band, geomean, ratios, timing_options
+from lstmstudy.claims import (
+    Claim,
+    Outcome,
+    Verdict,
+    band,
+    geomean,
+    ratios,
+    timing_options,
+)
+from lstmstudy.observe import NOTHING, observe, predicted
 from lstmstudy.parameters import check_bool, check_choices, check_positive_ints
 from lstmstudy.shapes import LSTMShape
 
@@ -102,14 +111,17 @@ def verdicts(results: pd.DataFrame) -> list[Verdict]:
     out = []
     for hardware_id in sorted(results.hardware_id.unique()) if not results.empty else []:
         kind = "cuda" if hardware_id.startswith("cuda-") else "cpu"
-        mine = table[(table.hardware_id == hardware_id) & table.kernel.isin(HEADLINE[kind])] if not table.empty else table
+        mine = (table[(table.hardware_id == hardware_id) & table.kernel.isin(HEADLINE[kind])]
+                if not table.empty else table)
         if mine.empty:
-            out.append(Verdict(NAME, STATEMENT, hardware_id, SEED_FIGURE, None, "not measured", Outcome.NOT_MEASURED, RULE))
+            out.append(Verdict(NAME, STATEMENT, hardware_id, SEED_FIGURE, None, "not measured",
+                               Outcome.NOT_MEASURED, RULE))
             continue
         figure = geomean(mine.ratio)
         what = ", ".join(sorted(mine.kernel.unique()))
         text = f"{figure:.2f}x (geometric mean of {len(mine)} configurations: {what} over the fused kernel)"
-        out.append(Verdict(NAME, STATEMENT, hardware_id, SEED_FIGURE, figure, text, band(figure, REPRODUCED, PARTLY), RULE))
+        out.append(Verdict(NAME, STATEMENT, hardware_id, SEED_FIGURE, figure, text, band(figure, REPRODUCED, PARTLY),
+                           RULE))
     return out
 
 
@@ -165,9 +177,9 @@ def blog_autoencoder(*, batch: int, timesteps: int, features: int, activation: s
     which loses cuDNN) or "tanh" (Keras's default). `use_cudnn=False` keeps a CPU measurement on the CPU
     on a machine that also has a GPU.
     """
-    from lstmstudy.kernels.keras_kernels import _keras
+    from lstmstudy.backends import import_keras
 
-    keras = _keras()
+    keras = import_keras()
     act = keras.layers.ReLU(negative_slope=0.05) if activation == "leaky_relu" else "tanh"
     model = keras.Sequential([
         keras.Input(shape=(timesteps, features), batch_size=batch),
@@ -181,7 +193,7 @@ def blog_autoencoder(*, batch: int, timesteps: int, features: int, activation: s
     return model
 
 
-def _measure_blog(point: sweep.Point, device, **timing_kwargs) -> sweep.Outcome:
+def _measure_blog(point: sweep.Point, device, **timing_kwargs) -> sweep.PointResult:
     """One `train_on_batch` (what `fit` does per step) or `predict_on_batch`, as the blog's user runs it."""
     import keras
 
@@ -200,12 +212,14 @@ def _measure_blog(point: sweep.Point, device, **timing_kwargs) -> sweep.Outcome:
                                  activation=str(point.config["activation"]))
         step = (lambda: model.train_on_batch(x, y)) if point.phase == "train" else (lambda: model.predict_on_batch(x))
         m = time_call(step, sync=tf_sync() if tf_backend else sync_for(device), **timing_kwargs)
-    report = explain_cudnn(model, device="auto")
-    return sweep.Outcome(measurement=m, observed_kernel="explainer: " + ",".join(e.kernel for e in report),
+    backend = keras.backend.backend()
+    return sweep.PointResult(measurement=m, observed=NOTHING if tf_backend else observe([step], device),
+                         predicted_kernel=",".join(predicted(e.kernel, backend)
+                                                   for e in explain_cudnn(model, device="auto")),
                          compute_dtype=keras.backend.standardize_dtype(model.compute_dtype))
 
 
-def measure_point(point: sweep.Point, device, **timing_kwargs) -> sweep.Outcome:
+def measure_point(point: sweep.Point, device, **timing_kwargs) -> sweep.PointResult:
     if point.kernel == BLOG_KERNEL:
         return _measure_blog(point, device, **timing_kwargs)
     return kernels.measure_point(point, device, **timing_kwargs)

@@ -31,7 +31,6 @@ verdict is `not measured on this hardware`.
 
 from __future__ import annotations
 
-import math
 from collections.abc import Callable, Sequence
 from functools import partial
 
@@ -40,11 +39,28 @@ import pandas as pd
 import torch
 
 from lstmstudy import kernels, sweep
-from lstmstudy.claims import Claim, Outcome, Verdict, band, cudnn_fallback, geomean, timing_options
-from lstmstudy.parameters import check_choices
+from lstmstudy.claims import (
+    Claim,
+    Outcome,
+    Verdict,
+    band,
+    cudnn_fallback,
+    geomean,
+    timing_options,
+)
 from lstmstudy.errors import ParameterError, Skip
-from lstmstudy.nvml import (ENERGY_COUNTER_PERIOD_S, GpuMeasurement, GpuMonitor, idle_power, nvml_available,
-                            nvml_index, per_item)
+from lstmstudy.nvml import (
+    ENERGY_COUNTER_PERIOD_S,
+    GpuMonitor,
+    energy_window,
+    idle_window,
+    nvml_available,
+    nvml_index,
+    per_item,
+    repetitions,
+)
+from lstmstudy.observe import Observation, what_ran
+from lstmstudy.parameters import check_choices
 from lstmstudy.shapes import LSTMShape
 from lstmstudy.timing import Measurement, sync_for
 from lstmstudy.timing import measure as time_call
@@ -75,8 +91,6 @@ IDLE_SHAPE = LSTMShape(batch=1, timesteps=1, features=1, hidden=1)  # placeholde
 #: a window must last at least this long to be sized at all (the counter updates every ~100 ms)
 MIN_WINDOW_S = 2 * ENERGY_COUNTER_PERIOD_S
 QUICK_WINDOW_S = 0.25
-MAX_ATTEMPTS = 5
-MIN_REPETITIONS = 3
 
 
 # --- parameters and grid --------------------------------------------------------------------------
@@ -141,42 +155,12 @@ def _nvml_index(device: torch.device) -> int:
     return nvml_index(str(torch.cuda.get_device_properties(device).uuid), device.index or 0)
 
 
-def repetitions(median_s: float, window_s: float) -> int:
-    """How many steps of `median_s` fill a window of `window_s` (at least MIN_REPETITIONS)."""
-    if not median_s > 0:
-        return MIN_REPETITIONS
-    return max(MIN_REPETITIONS, math.ceil(window_s / median_s))
-
-
-def energy_window(step: Callable[[], object], sync, monitor, *, n: int, window_s: float,
-                  key: str = "energy") -> tuple[Measurement, GpuMeasurement]:
-    """Run `step` N times (each timed and synced) inside one monitor window lasting >= `window_s`.
-
-    If the window comes out shorter (the steps ran faster than the sizing median) or the counter could
-    not measure it, N grows and the window runs again, up to MAX_ATTEMPTS times; a window whose energy
-    is still unmeasured raises RuntimeError with NVML's warning, so no number is stored for it.
-    """
-    for attempt in range(1, MAX_ATTEMPTS + 1):
-        with monitor.window(key) as holder:
-            m = time_call(step, sync=sync, warmup=0, min_time=0.0, max_time=float("inf"),
-                          min_samples=n, max_samples=n)
-        result = holder.result
-        if result.energy_j is not None and result.duration_s >= window_s:
-            return m, result
-        if attempt == MAX_ATTEMPTS:
-            if result.energy_j is not None:
-                return m, result  # measurable (>= the counter period), if shorter than asked
-            raise RuntimeError(result.warning or f"window {key!r} energy was not measured")
-        n = math.ceil(n * max(2.0, 1.2 * window_s / max(result.duration_s, 1e-9)))
-    raise AssertionError("unreachable")
-
-
 def _open_monitor(device: torch.device, sync) -> GpuMonitor:
     return GpuMonitor(_nvml_index(device), sync=sync)
 
 
 def measure_point(point: sweep.Point, device: torch.device, *, unavailable_reason: Callable = unavailable,
-                  monitor_factory: Callable = _open_monitor, **timing_kwargs) -> sweep.Outcome:
+                  monitor_factory: Callable = _open_monitor, **timing_kwargs) -> sweep.PointResult:
     """The `measure_point` of this claim: the idle window, or a kernel's timing plus its energy window."""
     if reason := unavailable_reason(device):
         raise Skip(reason)
@@ -188,24 +172,18 @@ def measure_point(point: sweep.Point, device: torch.device, *, unavailable_reaso
     sync = k.sync or sync_for(device)
     with monitor_factory(device, sync) as monitor:
         m, gm = energy_window(k.step, sync, monitor, n=repetitions(timed.median, window_s), window_s=window_s)
-    observed = k.observed_kernel()
-    return sweep.Outcome(measurement=m, flops=point.shape.flops(point.phase), energy_j=gm.energy_j,
-                         observed_kernel=f"{observed} | energy: {gm.energy_source}" if observed
-                         else f"energy: {gm.energy_source}", compute_dtype=k.compute_dtype)
+    seen = k.observe()
+    return sweep.PointResult(measurement=m, flops=point.shape.flops(point.phase), energy_j=gm.energy_j,
+                         observed=Observation(seen.kernel, {**seen.detail, "energy_source": gm.energy_source}),
+                         predicted_kernel=k.predicted_kernel, compute_dtype=k.compute_dtype)
 
 
-def _measure_idle(point: sweep.Point, device: torch.device, monitor_factory: Callable) -> sweep.Outcome:
-    seconds = float(point.config["idle_s"])
+def _measure_idle(point: sweep.Point, device: torch.device, monitor_factory: Callable) -> sweep.PointResult:
     with monitor_factory(device, sync_for(device)) as monitor:
-        for attempt in range(MAX_ATTEMPTS):
-            gm = idle_power(monitor, seconds)
-            if gm.energy_j is not None:
-                break
-            seconds *= 2
-        else:
-            raise RuntimeError(gm.warning or "the idle window's energy was not measured")
+        gm = idle_window(monitor, float(point.config["idle_s"]))
     m = Measurement(samples=(gm.duration_s,), warmup=0, threads=torch.get_num_threads(), sync="none")
-    return sweep.Outcome(measurement=m, energy_j=gm.energy_j, observed_kernel=f"idle | energy: {gm.energy_source}")
+    return sweep.PointResult(measurement=m, energy_j=gm.energy_j,
+                         observed=Observation("none", {"energy_source": gm.energy_source}))
 
 
 def measure(points: list[sweep.Point], *, device: str, min_time: float, quick: bool = False,
@@ -268,7 +246,8 @@ def energy_table(results: pd.DataFrame) -> pd.DataFrame:
         above_per = per_item(above, sequences) if above > 0 else None
         rows.append({
             **{k: row[k] for k in ("hardware_id", "kernel", "precision", "phase", "batch", "timesteps", "features",
-                                   "hidden", "layers", "bidirectional", "config", "observed_kernel")},
+                                   "hidden", "layers", "bidirectional", "config")},
+            "observed_kernel": what_ran(row["observed_kernel"], row["predicted_kernel"]),
             "shape": shape_label(batch, int(row["timesteps"]), int(row["hidden"])),
             "repetitions": reps, "sequences": sequences, "window_s": window,
             "median_ms": float(row["median_s"]) * 1e3, "energy_j": energy, "mean_power_w": energy / window,
@@ -321,7 +300,8 @@ def amp_ratios(results: pd.DataFrame, low: str = "fp16") -> pd.DataFrame:
     table = energy_table(results)
     if table.empty:
         return pd.DataFrame(columns=RATIO_COLUMNS)
-    pairs = [({"kernel": k, "precision": low}, {"kernel": k, "precision": "fp32"}) for k in sorted(table.kernel.unique())]
+    pairs = [({"kernel": k, "precision": low}, {"kernel": k, "precision": "fp32"})
+             for k in sorted(table.kernel.unique())]
     out = _pair_ratios(table, pairs, [*_MATCH, "kernel"])
     out["baseline"] = out["kernel"] + " fp32"
     return out[RATIO_COLUMNS]
@@ -449,7 +429,8 @@ def plot_proportion(results: pd.DataFrame, *, height: float = 3.6):
     if table.empty:
         return None
     grid = sns.relplot(table, x="time_ratio", y="energy_ratio", hue="kernel", style="precision", col="hardware_id",
-                       style_order=[p for p in sweep.PRECISIONS if p in set(table.precision)], kind="scatter", s=70, height=height, aspect=1.2, facet_kws={"sharex": False, "sharey": False})
+                       style_order=[p for p in sweep.PRECISIONS if p in set(table.precision)], kind="scatter", s=70,
+                       height=height, aspect=1.2, facet_kws={"sharex": False, "sharey": False})
     for ax in grid.axes.flat:
         ax.set_xscale("log")
         ax.set_yscale("log")

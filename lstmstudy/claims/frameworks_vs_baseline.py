@@ -27,18 +27,19 @@ Keras mode runs TensorFlow's generic loop, and the verdict is the CPU analogue o
 from __future__ import annotations
 
 import json
-import time
 from collections.abc import Sequence
 from dataclasses import dataclass
 from functools import partial
 
 import numpy as np
 import pandas as pd
+import torch
 
 from lstmstudy import kernels, sweep
 from lstmstudy.claims import Claim, Outcome, Verdict, geomean, timing_options
-from lstmstudy.parameters import check_choices, check_positive_ints
 from lstmstudy.errors import Skip
+from lstmstudy.observe import time_inside, what_ran
+from lstmstudy.parameters import check_choices, check_positive_ints
 from lstmstudy.shapes import LSTMShape
 from lstmstudy.timing import Measurement
 
@@ -85,8 +86,6 @@ IN_KERNEL = {"clock": "in_kernel"}
 IN_KERNEL_TEXT = json.dumps(IN_KERNEL, sort_keys=True, separators=(",", ":"))
 #: the kernels whose overhead is broken down
 PROFILED = ("torch.raw", "torch.fused")
-#: the LSTM op whose self time is "inside the kernel" on a CPU (oneDNN's LSTM primitive)
-CPU_LSTM_OPS = ("aten::mkldnn_rnn_layer",)
 SHAPE_COLUMNS = ["batch", "timesteps", "features", "hidden", "layers", "bidirectional", "phase"]
 
 
@@ -163,60 +162,22 @@ def check_parameters(parameters: dict) -> None:
     check_choices("amp_kernels", parameters["amp_kernels"], KERNELS)
 
 
-def measure_point(point: sweep.Point, device, sessions: int = 5, **timing_kwargs) -> sweep.Outcome:
+def measure_point(point: sweep.Point, device, sessions: int = 5, **timing_kwargs) -> sweep.PointResult:
     """A grid row: the registry's timing; a profiler row: `_measure_in_kernel` over `sessions` sessions."""
     if dict(point.config) == IN_KERNEL:
         return _measure_in_kernel(point, device, sessions=sessions)
     return kernels.measure_point(point, device, **timing_kwargs)
 
 
-def _measure_in_kernel(point: sweep.Point, device, *, sessions: int = 5) -> sweep.Outcome:
-    """Time spent inside the LSTM kernel per call, from torch.profiler: one sample per profiled session
-    of K calls (K chosen for ~50 ms of work). On a CPU: the self time of oneDNN's LSTM op
-    (`aten::mkldnn_rnn_layer`); on a GPU: the summed duration of every GPU kernel the call launched
-    (cuDNN's RNN kernels and its GEMMs)."""
-    import torch
-    from torch.autograd import DeviceType
-    from torch.profiler import ProfilerActivity, profile
-
-    k = kernels.build(point.kernel, point.shape, device, point.precision, point.phase)
-    sync = k.sync or (lambda: None)
-    one_call = []
-    for _ in range(3):  # warm-up, and the fastest of three calls sizes the sessions
-        t0 = time.perf_counter()
-        k.step()
-        sync()
-        one_call.append(time.perf_counter() - t0)
-    calls = int(np.clip(0.05 / max(min(one_call), 1e-9), 1, 50))
-    activities = [ProfilerActivity.CPU] + ([ProfilerActivity.CUDA] if device.type == "cuda" else [])
-    samples, walls, names = [], [], set()
-    for session in range(sessions + 1):  # the first session warms the profiler up and is dropped
-        with profile(activities=activities) as prof:
-            t0 = time.perf_counter()
-            for _ in range(calls):
-                k.step()
-            sync()
-            wall = (time.perf_counter() - t0) / calls
-        if session == 0:
-            continue
-        walls.append(wall)
-        events = prof.events()
-        if device.type == "cuda":
-            inside = [e for e in events if e.device_type == DeviceType.CUDA]
-            total_us = sum(e.time_range.elapsed_us() for e in inside)
-        else:
-            inside = [e for e in events if e.device_type == DeviceType.CPU and e.name in CPU_LSTM_OPS]
-            total_us = sum(e.self_cpu_time_total for e in inside)
-        if not inside:
-            raise Skip(f"{point.kernel}: the profiler recorded no LSTM kernel here "
-                       f"({'no GPU kernel' if device.type == 'cuda' else 'no ' + ', '.join(CPU_LSTM_OPS)})")
-        names.update(e.name for e in inside)
-        samples.append(total_us * 1e-6 / calls)
-    what = "GPU kernels" if device.type == "cuda" else "self time of"
-    measurement = Measurement(samples=tuple(samples), warmup=3 + calls, threads=torch.get_num_threads(), sync="profiler")
-    note = (f"profiler: {what} {', '.join(sorted(names))[:200]}; {calls} calls/session, "
-            f"{np.median(walls) * 1e3:.4g} ms wall per call under the profiler")
-    return sweep.Outcome(measurement=measurement, flops=point.shape.flops(point.phase), observed_kernel=note,
+def _measure_in_kernel(point: sweep.Point, device, *, sessions: int = 5) -> sweep.PointResult:
+    """Time spent inside the LSTM kernel per call, one sample per profiled session (`observe.time_inside`)."""
+    k = kernels.check_fused(kernels.build(point.kernel, point.shape, device, point.precision, point.phase))
+    try:
+        samples, seen = time_inside(k.step, k.sync, device, sessions=sessions)
+    except LookupError as exc:
+        raise Skip(f"{point.kernel}: {exc}") from None
+    measurement = Measurement(samples=tuple(samples), warmup=3, threads=torch.get_num_threads(), sync="profiler")
+    return sweep.PointResult(measurement=measurement, flops=point.shape.flops(point.phase), observed=seen,
                          compute_dtype=k.compute_dtype)
 
 
@@ -359,8 +320,8 @@ def verdicts(results: pd.DataFrame) -> list[Verdict]:
         statement = STATEMENT if kind == "cuda" else STATEMENT + " (CPU analogue: oneDNN baseline, no cuDNN)"
         pt, tf = _lookup(pytorch, hw), _lookup(tensorflow, hw)
         if pt is None or tf is None:
-            missing = " and ".join(w for w, r in (("torch.fused vs torch.raw", pt), ("keras.cudnn_auto vs torch.fused", tf))
-                                   if r is None)
+            halves = (("torch.fused vs torch.raw", pt), ("keras.cudnn_auto vs torch.fused", tf))
+            missing = " and ".join(w for w, r in halves if r is None)
             out.append(Verdict(NAME, statement, hw, SEED_FIGURE, None, f"not measured ({missing})",
                                Outcome.NOT_MEASURED, RULE))
             continue
@@ -428,7 +389,8 @@ def paper_figure(results: pd.DataFrame, by: str) -> pd.DataFrame:
     parts = []
     for hw in sorted(ok.hardware_id.unique()):
         for panel, keep in FIGURES.items():
-            mine = ok[(ok.hardware_id == hw).to_numpy() & np.array([keep(k, p) for k, p in zip(ok.kernel, ok.precision)])]
+            kept = np.array([keep(k, p) for k, p in zip(ok.kernel, ok.precision)])
+            mine = ok[(ok.hardware_id == hw).to_numpy() & kept]
             if mine.empty:
                 continue
             shapes = mine[SHAPE_COLUMNS].astype(str).apply(tuple, axis=1)
@@ -463,7 +425,8 @@ def overhead(results: pd.DataFrame) -> pd.DataFrame:
     wall = timed(results)
     wall = wall[wall.precision == "fp32"]
     keys = ["hardware_id", "kernel", *SHAPE_COLUMNS]
-    joined = inside[keys + ["median_s", "observed_kernel"]].merge(wall[keys + ["median_s"]], on=keys, how="left",
+    joined = inside[keys + ["median_s", "observed_kernel", "observed_detail"]].merge(
+        wall[keys + ["median_s"]], on=keys, how="left",
                                                suffixes=("_kernel", "_wall"))
     if joined.empty:
         return pd.DataFrame(columns=columns)
@@ -474,7 +437,8 @@ def overhead(results: pd.DataFrame) -> pd.DataFrame:
     })
     out["outside the kernel ms"] = out["wall ms"] - out["in-kernel ms"]
     out["in-kernel share"] = out["in-kernel ms"] / out["wall ms"]
-    out["what the profiler saw"] = joined.observed_kernel
+    out["what the profiler saw"] = [f"{kernel}: {', '.join(json.loads(detail or '{}').get('kernels', []))}"
+                                    for kernel, detail in zip(joined.observed_kernel, joined.observed_detail)]
     return out.sort_values(["hardware_id", "hidden", "batch", "timesteps", "kernel"]).reset_index(drop=True)[columns]
 
 
@@ -506,13 +470,13 @@ def overhead_text(results: pd.DataFrame) -> dict[str, str]:
 
 
 def kernels_table(results: pd.DataFrame) -> pd.DataFrame:
-    """What each kernel actually ran, per hardware set and precision (from the stored observed_kernel)."""
+    """What each kernel ran, per hardware set and precision: observed, or (TensorFlow) predicted from its graph."""
     ok = timed(results)
     if ok.empty:
-        return pd.DataFrame(columns=["hardware_id", "label", "observed kernel", "configurations"])
+        return pd.DataFrame(columns=["hardware_id", "label", "what ran", "configurations"])
+    ok = ok.assign(ran=[what_ran(o, p) for o, p in zip(ok.observed_kernel, ok.predicted_kernel)])
     return (ok.groupby(["hardware_id", "label"])
-            .agg(**{"observed kernel": ("observed_kernel", lambda s: ", ".join(sorted(set(s)))),
-                    "configurations": ("observed_kernel", "size")})
+            .agg(**{"what ran": ("ran", lambda s: ", ".join(sorted(set(s)))), "configurations": ("ran", "size")})
             .reset_index())
 
 

@@ -12,9 +12,10 @@ The speed-up of a low precision is median(fp32 step time) / median(low-precision
 kernel at the same shape and phase. PyTorch rows: `torch.autocast` on a CPU; on a GPU the module and its
 input are held in the 16-bit type instead, because autocast's cuDNN RNN path casts to fp16 whatever type it
 is given (so a "bf16" row would have computed in fp16). Keras rows: the `mixed_float16` / `mixed_bfloat16`
-dtype policies. Every row stores the dtype its LSTM output really had (`compute_dtype`). The verdict reads `torch.fused` (nn.LSTM: cuDNN on a
-GPU, oneDNN on a CPU) at the precision the hardware accelerates: fp16 on a GPU (tensor cores), bf16 on a
-CPU (AVX512-BF16 / AMX through oneDNN, where the fingerprint lists those flags).
+dtype policies. Every row stores the dtype its LSTM output really had (`compute_dtype`). The verdict reads
+`torch.fused` (nn.LSTM: cuDNN on a GPU, oneDNN on a CPU) at the precision the hardware accelerates: fp16 on
+a GPU (tensor cores), bf16 on a CPU (AVX512-BF16 / AMX through oneDNN, where the fingerprint lists those
+flags).
 """
 
 from __future__ import annotations
@@ -26,7 +27,15 @@ import matplotlib.pyplot as plt
 import pandas as pd
 
 from lstmstudy import kernels, plots, sweep
-from lstmstudy.claims import Claim, Outcome, Verdict, bootstrap_ratio, geomean, timing_options
+from lstmstudy.claims import (
+    Claim,
+    Outcome,
+    Verdict,
+    bootstrap_ratio,
+    geomean,
+    timing_options,
+)
+from lstmstudy.observe import what_ran
 from lstmstudy.parameters import check_choices, check_positive_ints
 from lstmstudy.shapes import LSTMShape
 
@@ -147,8 +156,9 @@ def speedups(results: pd.DataFrame) -> pd.DataFrame:
         ratio, lo, hi = bootstrap_ratio(ref["samples"], row["samples"])
         rows.append({**{k: row[k] for k in PAIR_KEYS}, "precision": row["precision"], "ratio": ratio,
                      "ratio_lo": lo, "ratio_hi": hi, "fp32_ms": ref["median_s"] * 1e3,
-                     "low_ms": row["median_s"] * 1e3, "observed_kernel": row["observed_kernel"],
-                     "fp32_kernel": ref["observed_kernel"], "flops": _flops(row)})
+                     "low_ms": row["median_s"] * 1e3,
+                     "observed_kernel": what_ran(row["observed_kernel"], row["predicted_kernel"]),
+                     "fp32_kernel": what_ran(ref["observed_kernel"], ref["predicted_kernel"]), "flops": _flops(row)})
     return pd.DataFrame(rows, columns=columns)
 
 
@@ -227,7 +237,7 @@ def observed_table(results: pd.DataFrame) -> pd.DataFrame:
         ok = part[part.status == "ok"]
         if ok.empty:
             return "/".join(sorted(part.status.unique()))
-        counts = ok.observed_kernel.fillna("").replace("", "unknown").value_counts()
+        counts = pd.Series([what_ran(o, p) for o, p in zip(ok.observed_kernel, ok.predicted_kernel)]).value_counts()
         text = ", ".join(f"{name} ({n})" for name, n in sorted(counts.items()))
         return text + (f"; {len(part) - len(ok)} not ok" if len(part) > len(ok) else "")
 

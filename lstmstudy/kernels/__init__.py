@@ -33,8 +33,9 @@ import torch
 
 from lstmstudy.errors import Skip, UnknownKernel
 from lstmstudy.hardware import resolve_device
+from lstmstudy.observe import FUSED, NOTHING, Observation
 from lstmstudy.shapes import LSTMShape
-from lstmstudy.sweep import PHASES, PRECISIONS, Outcome
+from lstmstudy.sweep import PHASES, PRECISIONS, PointResult
 from lstmstudy.timing import Sync, measure
 
 #: The dtype each precision computes in, by name (torch's and Keras's names agree).
@@ -121,7 +122,13 @@ class Built:
     forward: Callable[[], np.ndarray]
     compute_dtype: str
     grads: Callable[[], list[list[dict[str, np.ndarray]]]] | None = None
-    observed_kernel: Callable[[], str] = field(default=lambda: "")
+    #: what really ran (`lstmstudy.observe`), profiled once when first asked; and what a traced graph predicts
+    observe: Callable[[], Observation] = field(default=lambda: NOTHING)
+    predicted_kernel: str = ""
+
+    def observed_kernel(self) -> str:
+        """The label of what really ran (`lstmstudy.observe`'s vocabulary)."""
+        return self.observe().kernel
 
 
 Factory = Callable[..., Built]  # factory(shape, device, precision, phase, weights) -> Built
@@ -138,6 +145,9 @@ class KernelSpec:
     standard: bool = True
     #: Returns why the kernel cannot run on a device at a precision, or None when it can.
     unavailable: Callable[[torch.device, str], str | None] = field(default=lambda device, precision: None)
+    #: the device kinds on which this kernel is a vendor-fused baseline: observed running anything else
+    #: there, its row is an error, never a ratio
+    fused_on: tuple[str, ...] = ()
 
     @property
     def framework(self) -> str:
@@ -201,11 +211,27 @@ def build(name: str, shape: LSTMShape, device: str | torch.device = "cpu", preci
     return row.factory(shape, dev, precision, phase, weights or LSTMWeights.random(shape, seed))
 
 
-def measure_point(point, device: torch.device, **measure_kwargs) -> Outcome:
-    """Build `point.kernel` and time its step: the `measure_point` of `sweep.run` for kernel sweeps."""
-    k = build(point.kernel, point.shape, device, point.precision, point.phase)
+class NotFused(RuntimeError):
+    """A fused baseline was observed running another implementation: comparing against it would mislead."""
+
+
+def check_fused(k: Built) -> Built:
+    """`k` as built, once what it really ran is what a fused baseline must run on its device."""
+    if k.device.type not in spec(k.name).fused_on:
+        return k
+    expected, seen = FUSED[k.device.type], k.observed_kernel() or k.predicted_kernel
+    if seen != expected:
+        raise NotFused(f"{k.name} at {k.precision} ran {seen or 'nothing observable'}, not {expected}: it is no "
+                       f"fused baseline here")
+    return k
+
+
+def measure_point(point, device: torch.device, **measure_kwargs) -> PointResult:
+    """Build `point.kernel`, check what it runs and time its step: the `measure_point` of kernel sweeps."""
+    k = check_fused(build(point.kernel, point.shape, device, point.precision, point.phase))
     m = measure(k.step, sync=k.sync, **measure_kwargs)
-    return Outcome(measurement=m, flops=point.shape.flops(point.phase), observed_kernel=k.observed_kernel(),
+    return PointResult(measurement=m, flops=point.shape.flops(point.phase), observed=k.observe(),
+                   predicted_kernel=k.predicted_kernel,
                    compute_dtype=k.compute_dtype)
 
 

@@ -2,12 +2,14 @@
 
 The rows below differ only in those arguments, which is the point of the study: each argument that
 breaks cuDNN's criteria (see `lstmstudy.kernels.criteria`) sends Keras to its generic kernel without
-a word. Keras 3 does not warn; `observed_kernel()` reports what the traced graph really contains.
+a word. Keras 3 does not warn.
 
 - TensorFlow backend (the default): the step is a `tf.function`, traced once here, so every timed
-  call runs the same graph. On a machine where TensorFlow sees no GPU, `keras.cudnn_auto` runs the
-  generic `tf.while_loop` kernel, which `observed_kernel()` confirms from the graph's op types.
-- Torch backend (`KERAS_BACKEND=torch`): plain eager calls on torch tensors, as Keras runs them.
+  call runs the same graph. On a machine where TensorFlow sees no GPU, `keras.cudnn_auto` traces the
+  generic `tf.while_loop` kernel; the graph's op types give `predicted_kernel` (a prediction: the torch
+  profiler cannot see what TensorFlow placed where).
+- Torch backend (`KERAS_BACKEND=torch`): plain eager calls on torch tensors, as Keras runs them; what
+  ran is observed by the profiler (`lstmstudy.observe`).
 
 Weights come in through `LSTMWeights` (PyTorch layout): Keras's `kernel` (I, 4H) is `w_ih.T`, its
 `recurrent_kernel` (H, 4H) is `w_hh.T` and its single `bias` is `b_ih + b_hh`; the gate order
@@ -21,15 +23,24 @@ from __future__ import annotations
 
 import importlib.util
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from functools import cache, partial
 
 import numpy as np
 import torch
 
+from lstmstudy.backends import import_keras, keras_backend
 from lstmstudy.errors import Skip
-from lstmstudy.kernels import Built, KernelSpec, LSTMWeights, checked_compute_dtype, make_inputs, register
+from lstmstudy.kernels import (
+    Built,
+    KernelSpec,
+    LSTMWeights,
+    checked_compute_dtype,
+    make_inputs,
+    register,
+)
 from lstmstudy.kernels.torch_kernels import ieee_fp32
+from lstmstudy.observe import NOTHING, Observation, observe
 from lstmstudy.shapes import LSTMShape
 from lstmstudy.timing import Sync, sync_for, tf_sync
 
@@ -44,35 +55,11 @@ _CUDNN_OP_PREFIX = "CudnnRNN"  # CudnnRNNV3 forward, CudnnRNNBackpropV3 backward
 _WHILE_OPS = {"While", "StatelessWhile"}
 
 
-@cache
-def _keras():
-    """Import Keras once; on TensorFlow, let GPU memory grow so torch kernels in the same process keep theirs,
-    and pin fp32 to IEEE fp32: TensorFlow runs fp32 matmuls and cuDNN RNNs as TF32 by default on Ampere and
-    later GPUs, while the torch kernels are pinned to IEEE fp32 (see torch_kernels)."""
-    import keras
-
-    if keras.backend.backend() == "tensorflow":
-        import tensorflow as tf
-
-        tf.config.experimental.enable_tensor_float_32_execution(False)
-        for gpu in tf.config.list_physical_devices("GPU"):
-            try:
-                tf.config.experimental.set_memory_growth(gpu, True)
-            except RuntimeError:  # TensorFlow already initialised its GPUs: their setting stands
-                pass
-    return keras
-
-
-def backend() -> str:
-    """The Keras backend these kernels run on ('tensorflow', 'torch', ...), for the record of a result."""
-    return _keras().backend.backend()
-
-
 def unavailable(device: torch.device, precision: str) -> str | None:
     """Why the Keras kernels cannot run on `device` with the installed backend, or None."""
     if device.type not in ("cpu", "cuda"):
         return f"Keras kernels run on 'cpu' or 'cuda', not {device.type!r}"
-    name = backend()
+    name = keras_backend()
     if name not in ("tensorflow", "torch"):
         return f"Keras backend {name!r} is not supported here; set KERAS_BACKEND to tensorflow or torch"
     if device.type == "cpu":
@@ -92,12 +79,14 @@ def unavailable(device: torch.device, precision: str) -> str | None:
 
 @dataclass
 class _Runner:
-    """The backend-specific half of a kernel: the timed step, its sync, an inference call, what ran."""
+    """The backend-specific half of a kernel: the timed step, its sync, an inference call, and what ran
+    (observed, on torch) or what the traced graph predicts (TensorFlow)."""
 
     step: Callable[[], object]
     sync: Sync | None
     infer: Callable[[], object]
-    observed_kernel: Callable[[], str]
+    observe: Callable[[], Observation] = field(default=lambda: NOTHING)
+    predicted_kernel: str = ""
 
 
 def _build(name: str, layer_kwargs: dict[str, object], shape: LSTMShape, device: torch.device,
@@ -105,8 +94,8 @@ def _build(name: str, layer_kwargs: dict[str, object], shape: LSTMShape, device:
     """Build `shape.layers` stacked `keras.layers.LSTM(**layer_kwargs)` layers loaded with `weights`."""
     if weights.shape != shape:
         raise ValueError(f"weights are for {weights.shape}, not {shape}")
-    keras = _keras()
-    on_tensorflow = backend() == "tensorflow"
+    keras = import_keras()
+    on_tensorflow = keras_backend() == "tensorflow"
     device_name = tf_device(device) if on_tensorflow else str(device)
     with keras.device(device_name):
         model = _stack(keras, shape, POLICIES[precision], layer_kwargs)
@@ -128,7 +117,8 @@ def _build(name: str, layer_kwargs: dict[str, object], shape: LSTMShape, device:
     compute_dtype = checked_compute_dtype(name, precision, keras.backend.standardize_dtype(output().dtype), mixed=False)
     return Built(name=name, shape=shape, device=device, precision=precision, phase=phase, step=runner.step,
                  sync=runner.sync, forward=lambda: _numpy(keras, output()), compute_dtype=compute_dtype,
-                 grads=grads if phase == "train" else None, observed_kernel=runner.observed_kernel)
+                 grads=grads if phase == "train" else None, observe=runner.observe,
+                 predicted_kernel=runner.predicted_kernel)
 
 
 def _stack(keras, shape: LSTMShape, dtype: str, layer_kwargs: dict[str, object]):
@@ -198,7 +188,8 @@ def tf_device(device: torch.device) -> str:
 
 def _tensorflow_runner(model, variables: list[object], x: np.ndarray, target: np.ndarray,
                        device: torch.device, device_name: str, phase: str) -> _Runner:
-    """A `tf.function` step, traced here; what it runs is read from the traced graph."""
+    """A `tf.function` step, traced here; what it will run is predicted from the traced graph (TensorFlow's
+    placement decides the rest, which the torch profiler cannot see: nothing is observed)."""
     import tensorflow as tf
 
     with tf.device(device_name):
@@ -220,11 +211,12 @@ def _tensorflow_runner(model, variables: list[object], x: np.ndarray, target: np
     if device.type == "cpu" and kernel == "cudnn":
         raise Skip("TensorFlow sees a GPU, so Keras traces its cuDNN kernel and TensorFlow places it on the "
                    "GPU: this kernel cannot be pinned to the CPU here (hide the GPU with CUDA_VISIBLE_DEVICES='')")
-    return _Runner(step=step, sync=tf_sync(), infer=infer, observed_kernel=lambda: kernel)
+    return _Runner(step=step, sync=tf_sync(), infer=infer, predicted_kernel=kernel)
 
 
 def graph_kernel(graph) -> str:
-    """Which LSTM kernel a traced TensorFlow graph runs: 'cudnn', 'generic' (a while loop) or 'unrolled'.
+    """Which LSTM kernel a traced TensorFlow graph will run: 'cudnn', 'framework-loop' (a while loop) or
+    'unrolled' (`lstmstudy.observe`'s prediction labels).
 
     Looks at every op, including those inside function bodies (while-loop bodies, gradients).
     """
@@ -233,7 +225,7 @@ def graph_kernel(graph) -> str:
     ops.update(node.op for function in graph_def.library.function for node in function.node_def)
     if any(op.startswith(_CUDNN_OP_PREFIX) for op in ops):
         return "cudnn"
-    return "generic" if ops & _WHILE_OPS else "unrolled"
+    return "framework-loop" if ops & _WHILE_OPS else "unrolled"
 
 
 def _torch_runner(keras, model, variables: list[object], x: np.ndarray, target: np.ndarray,
@@ -258,27 +250,7 @@ def _torch_runner(keras, model, variables: list[object], x: np.ndarray, target: 
 
     step = infer if phase == "inference" else train
     sync = sync_for(device)
-    return _Runner(step=step, sync=sync, infer=infer, observed_kernel=cache(partial(profiled_kernel, step, sync)))
-
-
-def profiled_kernel(step: Callable[[], object], sync: Sync | None = None) -> str:
-    """Which LSTM kernel one call of `step` runs on torch, from the aten ops the profiler records.
-
-    'cudnn' (aten::_cudnn_rnn), 'onednn' (aten::mkldnn_rnn_layer), 'aten' (torch's own fused loop,
-    aten::lstm without either) or 'generic' (no LSTM op: a Python loop of matmuls, as Keras's own).
-    """
-    from torch.profiler import ProfilerActivity, profile
-
-    with profile(activities=[ProfilerActivity.CPU]) as prof:
-        step()
-        if sync is not None:
-            sync()
-    names = {event.name for event in prof.events()}
-    if "aten::_cudnn_rnn" in names:
-        return "cudnn"
-    if "aten::mkldnn_rnn_layer" in names:
-        return "onednn"
-    return "aten" if "aten::lstm" in names else "generic"
+    return _Runner(step=step, sync=sync, infer=infer, observe=cache(partial(observe, [step], device)))
 
 
 LAYER_KWARGS: dict[str, dict[str, object]] = {}
@@ -289,16 +261,18 @@ def layer_kwargs(name: str) -> dict[str, object]:
     return dict(LAYER_KWARGS[name])
 
 
-def _keras_kernel(name: str, description: str, standard: bool = True, **layer_kwargs: object) -> KernelSpec:
+def _keras_kernel(name: str, description: str, standard: bool = True, fused_on: tuple[str, ...] = (),
+                  **layer_kwargs: object) -> KernelSpec:
     """A registry row: `keras.layers.LSTM(**layer_kwargs)` stacked and built by `_build`."""
     LAYER_KWARGS[name] = layer_kwargs
     return KernelSpec(name=name, description=description, factory=partial(_build, name, layer_kwargs),
-                      standard=standard, unavailable=unavailable)
+                      standard=standard, unavailable=unavailable, fused_on=fused_on)
 
 
 register(_keras_kernel(
     "keras.cudnn_auto",
-    "keras.layers.LSTM with its defaults (use_cudnn='auto'): cuDNN where the backend sees a GPU, else generic"))
+    "keras.layers.LSTM with its defaults (use_cudnn='auto'): cuDNN where the backend sees a GPU, else generic",
+    fused_on=("cuda",)))
 register(_keras_kernel(
     "keras.generic",
     "use_cudnn=False: Keras's generic kernel (implementation 2: one fused matmul per step) even on a GPU",

@@ -24,7 +24,6 @@ a mismatch with the precision asked for (`kernels.checked_compute_dtype`).
 
 from __future__ import annotations
 
-import re
 from collections.abc import Callable, Iterator, Sequence
 from contextlib import ExitStack, contextmanager, nullcontext, suppress
 from functools import cache, partial
@@ -34,12 +33,20 @@ import torch
 import torch.nn.functional as F
 from torch import Tensor, nn
 from torch.amp.autocast_mode import is_autocast_available
-from torch.autograd import DeviceType
 from torch.profiler import ProfilerActivity, profile
 
 from lstmstudy.errors import Skip
-from lstmstudy.kernels import (DTYPE_NAMES, Built, KernelSpec, LSTMWeights, checked_compute_dtype, dtype_name,
-                               make_inputs, register)
+from lstmstudy.kernels import (
+    DTYPE_NAMES,
+    Built,
+    KernelSpec,
+    LSTMWeights,
+    checked_compute_dtype,
+    dtype_name,
+    make_inputs,
+    register,
+)
+from lstmstudy.observe import observe
 from lstmstudy.shapes import LSTMShape
 from lstmstudy.timing import sync_for
 
@@ -237,53 +244,6 @@ def _regroup(flat: Sequence[Tensor], like: Canonical) -> list[list[dict[str, np.
             for layer in like]
 
 
-# --- what actually ran ----------------------------------------------------------------------------
-
-#: cuDNN's RNN kernels (e.g. RNN_blockPersist_fp_LSTM, LSTM_elementWise_fp, elemWiseRNNcell); ATen's own
-#: generic kernel is `lstm_cell_forward`, lower case, so the match is case-sensitive.
-_CUDNN_KERNEL = re.compile(r"cudnn|RNN_|LSTM_|elemWiseRNN")
-
-
-def _classify(ops: set[str], kernels: list[str], device: torch.device) -> str:
-    """Name the implementation from profiled calls: CPU-side op names and GPU kernel names."""
-    if any(op.startswith("Torch-Compiled Region") or op == "CompiledFunction" for op in ops):
-        kind = "inductor"
-    elif "aten::_cudnn_rnn" in ops or any(_CUDNN_KERNEL.search(k) for k in kernels):
-        kind = "cudnn"
-    elif "aten::mkldnn_rnn_layer" in ops:
-        kind = "onednn"
-    elif "aten::lstm" in ops:
-        kind = "generic" if device.type == "cuda" else "aten"
-    else:
-        kind = "op-by-op"
-    return kind + ("+cuda-graph" if "cudaGraphLaunch" in ops else "")
-
-
-def _observer(calls: Sequence[Callable[[], object]], device: torch.device) -> Callable[[], str]:
-    """`observed_kernel`: profile `calls` once, the first time it is asked, then keep the answer.
-
-    `calls` is the step; for a CUDA graph, also the eager forward it captured, since a replay shows
-    only `cudaGraphLaunch` and its kernels, not the op the dispatcher chose.
-    """
-    answer: list[str] = []
-
-    def observed_kernel() -> str:
-        if not answer:
-            activities = [ProfilerActivity.CPU] + ([ProfilerActivity.CUDA] if device.type == "cuda" else [])
-            with profile(activities=activities) as prof:
-                for call in calls:
-                    call()
-                if device.type == "cuda":
-                    torch.cuda.synchronize(device)
-            events = prof.events()
-            ops = {e.name for e in events if e.device_type == DeviceType.CPU}
-            kernels = [e.name for e in events if e.device_type == DeviceType.CUDA]
-            answer.append(_classify(ops, kernels, device))
-        return answer[0]
-
-    return observed_kernel
-
-
 # --- assembling a Built ---------------------------------------------------------------------------
 
 class GraphCaptureFailed(RuntimeError):
@@ -402,7 +362,7 @@ def _assemble(name: str, shape: LSTMShape, device: torch.device, precision: str,
         forward=lambda: forward_out().float().cpu().numpy(),
         compute_dtype=checked_compute_dtype(name, precision, dtype_name(out.dtype), mixed=autocast),
         grads=(lambda: to_canonical(train()[1])) if phase == "train" else None,
-        observed_kernel=_observer(observed, device),
+        observe=cache(partial(observe, observed, device)),
     )
 
 
@@ -540,7 +500,7 @@ def raw_noinput_factory(shape: LSTMShape, device: torch.device, precision: str, 
 
 register(KernelSpec(
     "torch.fused", "nn.LSTM: cuDNN on a GPU, oneDNN on a CPU (the vendor-fused kernel)",
-    _module_factory(vendor=True), unavailable=_autocast_unavailable))
+    _module_factory(vendor=True), unavailable=_autocast_unavailable, fused_on=("cuda", "cpu")))
 register(KernelSpec(
     "torch.native", "nn.LSTM with cuDNN/oneDNN disabled: ATen's generic C++ loop",
     _module_factory(vendor=False), unavailable=_autocast_unavailable))
@@ -556,7 +516,7 @@ register(KernelSpec(
     unavailable=_compile_unavailable))
 register(KernelSpec(
     "torch.raw", "torch._VF.lstm on pre-flattened, pre-cast weights; CUDA graph for GPU inference",
-    raw_factory, unavailable=_dtype_unavailable))
+    raw_factory, unavailable=_dtype_unavailable, fused_on=("cuda", "cpu")))
 register(KernelSpec(
     "torch.raw_noinput", "the recurrence only (input GEMM precomputed), like DeepBench's CUDNN_SKIP_INPUT",
     raw_noinput_factory, unavailable=_dtype_unavailable))

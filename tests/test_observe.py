@@ -1,0 +1,83 @@
+"""One observer decides what ran, in one vocabulary; every stored row speaks it; a fused baseline that did
+not run fused is an error row, never a ratio."""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+from pathlib import Path
+
+import pytest
+import torch
+
+from lstmstudy import kernels, results, sweep
+from lstmstudy.observe import (
+    OBSERVED,
+    PREDICTED,
+    Observation,
+    predicted,
+    time_inside,
+    what_ran,
+)
+from lstmstudy.shapes import LSTMShape
+
+ROOT = Path(__file__).resolve().parent.parent
+SHAPE = LSTMShape(batch=2, timesteps=4, features=3, hidden=8)
+
+
+def stored_sets() -> list[Path]:
+    return sorted((ROOT / "results").glob("*/*.csv"))
+
+
+@pytest.mark.parametrize("path", stored_sets(), ids=lambda p: f"{p.parent.name}/{p.stem}")
+def test_every_stored_row_speaks_the_vocabulary(path):
+    for row in results.read_rows(path):
+        assert row["observed_kernel"] in OBSERVED, row["observed_kernel"]
+        assert all(label in PREDICTED for label in row["predicted_kernel"].split(",")), row["predicted_kernel"]
+        assert not row["observed_detail"] or isinstance(json.loads(row["observed_detail"]), dict)
+        if row["status"] == "ok" and row["framework"] == "torch":
+            assert row["observed_kernel"], f"{row['kernel']}: a torch row is observed, not predicted"
+
+
+def test_an_observation_outside_the_vocabulary_is_refused():
+    with pytest.raises(ValueError, match="not in the vocabulary"):
+        Observation("generic")
+    assert Observation("cudnn", {"cuda_graph": True}).detail_text() == '{"cuda_graph":true}'
+
+
+@pytest.mark.parametrize(("explainer", "backend", "expected"), [
+    ("generic", "tensorflow", "framework-loop"), ("generic", "torch", "python-op-loop"),
+    ("aten", "torch", "aten-loop"), ("cudnn", "torch", "cudnn"), ("unrolled", "tensorflow", "unrolled"),
+])
+def test_predictions_use_the_same_vocabulary(explainer, backend, expected):
+    assert predicted(explainer, backend) == expected in PREDICTED
+    assert what_ran("", expected) == f"{expected} (predicted)" and what_ran("onednn", expected) == "onednn"
+
+
+def test_a_fused_baseline_that_did_not_run_fused_is_an_error_row(results_root, monkeypatch):
+    real_build = kernels.build
+
+    def build_unfused(*args, **kwargs):
+        built = real_build(*args, **kwargs)
+        return dataclasses.replace(built, observe=lambda: Observation("aten-loop"))
+
+    monkeypatch.setattr(kernels, "build", build_unfused)
+    report = sweep.run("demo", [sweep.Point("torch.fused", SHAPE)], kernels.measurer(min_time=0.0, max_time=0.01),
+                       device="cpu", progress=False)
+    assert report.errors == 1
+    row = results.load("demo").iloc[0]
+    assert row.status == "error" and "torch.fused at fp32 ran aten-loop, not onednn" in row.error
+    assert row.median_s != row.median_s  # no timing stored: it can never enter a ratio
+
+
+def test_a_fallback_is_not_held_to_the_fused_kernel():
+    native = kernels.check_fused(kernels.build("torch.native", SHAPE))
+    assert native.observed_kernel() == "aten-loop"
+
+
+@pytest.mark.skipif(not torch.backends.mkldnn.is_available(), reason="no oneDNN in this torch build")
+def test_time_inside_the_kernel_names_what_ran():
+    k = kernels.build("torch.fused", SHAPE)
+    samples, seen = time_inside(k.step, k.sync, torch.device("cpu"), sessions=2, work_s=0.005)
+    assert len(samples) == 2 and all(s > 0 for s in samples)
+    assert seen.kernel == "onednn" and seen.detail["kernels"] == ["aten::mkldnn_rnn_layer"]
