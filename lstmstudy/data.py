@@ -20,6 +20,7 @@ import math
 import numbers
 from collections.abc import Sequence
 from dataclasses import dataclass
+from functools import lru_cache
 from typing import TYPE_CHECKING, Union
 
 import numpy as np
@@ -395,6 +396,80 @@ def auto_buckets(lengths: Lengths, batch_size: int, seed: int | None = None) -> 
 
 PLANS = {"pad_to_global_max": pad_to_global_max, "pad_per_batch": pad_per_batch,
          "static_buckets": static_buckets, "auto_buckets": auto_buckets}
+
+
+# ----------------------------------------------------------------------------------------------------
+# the study's corpus and its plans, as the bucketing claim measures them
+
+
+@lru_cache(maxsize=8)
+def corpus(n: int, seed: int = 0) -> np.ndarray:
+    """The PTB-like sentence lengths (the first `n` of the seeded draw; read-only)."""
+    lengths = ptb_like_lengths(n, seed)
+    lengths.flags.writeable = False
+    return lengths
+
+
+def make_plan(name: str, lengths: np.ndarray, batch_size: int, *, seed: int = 0,
+              boundaries: Sequence[int] = (10, 20, 30, 40, 60), pad_to: str = "boundary") -> BatchPlan:
+    """One of the four plans; the random ones (and the batch order of the bucketed ones) seeded.
+
+    `pad_to_global_max` keeps the corpus order, which is already random (the lengths are i.i.d. draws).
+    Static buckets end with an `inf` bucket so no sentence is dropped; `pad_to='boundary'` pads each
+    batch to its bucket's boundary, as MXNet's `BucketSentenceIter` does (one unrolled graph per bucket).
+    """
+    if name == "pad_to_global_max":
+        return pad_to_global_max(lengths, batch_size)
+    if name == "pad_per_batch":
+        return pad_per_batch(lengths, batch_size, seed=seed)
+    if name == "static_buckets":
+        return static_buckets(lengths, batch_size, (*boundaries, math.inf), pad_to=pad_to, seed=seed)
+    if name == "auto_buckets":
+        return auto_buckets(lengths, batch_size, seed=seed)
+    raise ParameterError(f"unknown plan {name!r}; plans: {list(PLANS)}")
+
+
+@lru_cache(maxsize=64)
+def cached_plan(name: str, n: int, seed: int, batch_size: int, boundaries: tuple[int, ...],
+                 pad_to: str) -> BatchPlan:
+    return make_plan(name, corpus(n, seed), batch_size, seed=seed, boundaries=boundaries, pad_to=pad_to)
+
+
+def plans(n: int, batch_size: int, *, seed: int = 0, boundaries: Sequence[int] = (10, 20, 30, 40, 60),
+          pad_to: str = "boundary") -> dict[str, BatchPlan]:
+    return {name: cached_plan(name, n, seed, batch_size, tuple(boundaries), pad_to) for name in PLANS}
+
+
+def timing_sample(plan: BatchPlan, k: int) -> BatchPlan:
+    """The plan's `k` representative batches as a plan of their own: the batches sorted by padded steps
+    (then real steps) are cut into `k` strata of equal count, and the middle batch of each is kept (a
+    midpoint rule over the distribution of batch costs).
+
+    The result is a `BatchPlan` over just the sampled sequences (re-indexed 0..m-1) with the original
+    batches' widths, in the original plan's order, ready for `data.torch_batches`/`data.keras_batches`.
+    """
+    if isinstance(k, bool) or not isinstance(k, int) or k <= 0:
+        raise ParameterError(f"sample_batches must be a positive integer, got {k!r}")
+    k = min(k, plan.n_batches)
+    lengths = np.asarray(plan.lengths)
+    padded = np.array([len(b) * w for b, w in zip(plan.batches, plan.widths)])
+    real = np.array([int(lengths[list(b)].sum()) for b in plan.batches])
+    order = np.lexsort((np.arange(plan.n_batches), real, padded))  # by padded, then real steps, then position
+    chosen = sorted(int(stratum[len(stratum) // 2]) for stratum in np.array_split(order, k))
+    sub_lengths, sub_batches, start = [], [], 0
+    for index in chosen:
+        batch = plan.batches[index]
+        sub_lengths += [int(lengths[i]) for i in batch]
+        sub_batches.append(tuple(range(start, start + len(batch))))
+        start += len(batch)
+    return BatchPlan(f"{plan.name} (sample of {k})", tuple(sub_lengths), tuple(sub_batches),
+                          tuple(plan.widths[i] for i in chosen))
+
+def sample_for(config: dict) -> BatchPlan:
+    """The sampled batches a bucketing point's `config` names (plan, corpus, seed, batch size, sample size)."""
+    plan = cached_plan(str(config["plan"]), int(config["corpus"]), int(config["seed"]), int(config["batch_size"]),
+                       tuple(config.get("boundaries", (10, 20, 30, 40, 60))), str(config.get("pad_to", "boundary")))
+    return timing_sample(plan, int(config["sample_batches"]))
 
 
 def mxnet_autogen_boundaries(lengths: Lengths, batch_size: int) -> tuple[int, ...]:

@@ -17,16 +17,10 @@ from __future__ import annotations
 from collections.abc import Iterable
 from pathlib import Path
 
-import torch
-
-from lstmstudy import hardware, results, sweep
-from lstmstudy.errors import Skip
+from lstmstudy import hardware, kernels, results, sweep
 from lstmstudy.kernels.torch_kernels import DTYPES
-from lstmstudy.observe import NO_LSTM
 from lstmstudy.shapes import LSTMShape
-from lstmstudy.sweep import Point, PointResult
-from lstmstudy.timing import measure as time_call
-from lstmstudy.timing import sync_for
+from lstmstudy.sweep import Point
 
 CLAIM = "roofline"
 KERNEL = "gemm"
@@ -40,23 +34,6 @@ def gemm_point(n: int, precision: str) -> Point:
                  precision=precision, config={"n": n})
 
 
-def _measure_gemm(point: Point, device: torch.device, **measure_kwargs) -> PointResult:
-    """Time `c = a @ b` for one point; a precision the device cannot multiply in becomes a Skip."""
-    n = int(point.config["n"])
-    dtype = DTYPES[point.precision]
-    if device.type == "cuda" and point.precision == "bf16" and not torch.cuda.is_bf16_supported():
-        raise Skip(f"{torch.cuda.get_device_name(device)} has no bf16 support")
-    generator = torch.Generator(device=device).manual_seed(0)
-    a, b = (torch.randn(n, n, device=device, generator=generator).to(dtype) for _ in range(2))
-    c = torch.empty(n, n, device=device, dtype=dtype)
-    try:
-        torch.mm(a, b, out=c)
-    except RuntimeError as exc:  # e.g. a build without a kernel for this dtype on this device
-        raise Skip(f"no {point.precision} matmul on {device.type}: {str(exc).splitlines()[0]}") from exc
-    m = time_call(lambda: torch.mm(a, b, out=c), sync=sync_for(device), **measure_kwargs)
-    return PointResult(measurement=m, flops=2.0 * n**3, observed=NO_LSTM)
-
-
 def measure(device: str = "auto", sizes: Iterable[int] | None = None, quick: bool = False, *,
             precisions: Iterable[str] = tuple(DTYPES), **sweep_options) -> sweep.SweepReport:
     """Time square GEMMs at every precision on `device` and store them (what is stored is skipped).
@@ -67,7 +44,7 @@ def measure(device: str = "auto", sizes: Iterable[int] | None = None, quick: boo
     chosen = tuple(sizes) if sizes is not None else (QUICK_SIZES if quick else DEFAULT_SIZES)[dev.type]
     timing = dict(warmup=1, min_time=0.05, max_time=0.5, min_samples=5) if quick else dict(warmup=3, min_time=1.0)
     points = [gemm_point(n, precision) for precision in precisions for n in chosen]
-    return sweep.run(CLAIM, points, lambda point, d: _measure_gemm(point, d, **timing), device=str(dev),
+    return sweep.run(CLAIM, points, kernels.measurer(**timing), device=str(dev),
                      **{"progress": False, **sweep_options})
 
 

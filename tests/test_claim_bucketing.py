@@ -6,7 +6,7 @@ import numpy as np
 import pytest
 import torch
 
-from lstmstudy import data, results, sweep
+from lstmstudy import data, kernels, results, sweep
 from lstmstudy.claims import Outcome
 from lstmstudy.claims import bucketing as claim
 from lstmstudy.errors import ParameterError
@@ -59,7 +59,7 @@ def test_verdict_bands_on_the_headline_speedup(tmp_path, auto_s, expected):
     (verdict,) = claim.verdicts(results.load(claim.NAME, tmp_path))
     assert verdict.hardware_id == CPU.hardware_id
     assert verdict.outcome == expected
-    plan_set = claim.plans(SIZES["corpus_size"], SIZES["batch_size"])
+    plan_set = data.plans(SIZES["corpus_size"], SIZES["batch_size"])
     scale = plan_set[claim.NO_BUCKETING].n_batches / plan_set[claim.AUTO].n_batches
     assert verdict.ours == pytest.approx(scale / auto_s, rel=1e-9)
     assert "over per-batch padding" in verdict.ours_text
@@ -103,20 +103,20 @@ def test_epoch_times_scale_the_sample_to_the_plan(tmp_path):
 
 
 def test_timing_sample_is_a_stratified_subplan():
-    plan = claim.plans(2000, 16)[claim.PER_BATCH]
-    sample = claim.timing_sample(plan, 8)
+    plan = data.plans(2000, 16)[claim.PER_BATCH]
+    sample = data.timing_sample(plan, 8)
     assert sample.n_batches == 8
     assert all(w in plan.widths for w in sample.widths)
     # each sampled batch stands for an eighth of the plan: the estimate of the padded work is close
     estimate = sample.padded_steps * plan.n_batches / sample.n_batches
     assert estimate == pytest.approx(plan.padded_steps, rel=0.1)
-    whole = claim.timing_sample(plan, plan.n_batches + 5)
+    whole = data.timing_sample(plan, plan.n_batches + 5)
     assert whole.n_batches == plan.n_batches and whole.padded_steps == plan.padded_steps
 
 
 def test_global_max_keeps_its_width_in_the_sample():
-    plan = claim.plans(500, 8)[claim.NO_BUCKETING]
-    sample = claim.timing_sample(plan, 4)
+    plan = data.plans(500, 8)[claim.NO_BUCKETING]
+    sample = data.timing_sample(plan, 4)
     assert set(sample.widths) == {int(max(plan.lengths))}
 
 
@@ -124,7 +124,7 @@ def test_grid_covers_every_plan_and_kernel():
     points = _points()
     assert len(points) == len(claim.PLAN_NAMES) * len(claim.KERNELS)
     assert {p.phase for p in points} == {"train"}
-    plan_set = claim.plans(SIZES["corpus_size"], SIZES["batch_size"])
+    plan_set = data.plans(SIZES["corpus_size"], SIZES["batch_size"])
     for point in points:
         assert point.config["epoch_batches"] == plan_set[point.config["plan"]].n_batches
         assert point.shape.layers == 1
@@ -169,7 +169,7 @@ def test_good_parameters_pass_and_override_the_defaults():
 @pytest.mark.parametrize("kernel", ["torch.padded", "torch.packed"])
 def test_torch_steps_train_and_report_their_kernel(kernel):
     point = next(p for p in _points([kernel]) if p.config["plan"] == claim.PER_BATCH)
-    outcome = claim.measure_point(point, torch.device("cpu"), warmup=0, min_samples=1, min_time=0.0, max_time=0.0)
+    outcome = kernels.measure_point(point, torch.device("cpu"), warmup=0, min_samples=1, min_time=0.0, max_time=0.0)
     assert outcome.measurement.n >= 1 and outcome.measurement.median > 0
     onednn = torch.backends.mkldnn.is_available()
     expected = {"torch.padded": "onednn", "torch.packed": "aten-loop"}[kernel] if onednn else "aten-loop"

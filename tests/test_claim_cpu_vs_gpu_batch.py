@@ -8,12 +8,13 @@ import pandas as pd
 import pytest
 import torch
 
-from lstmstudy import results, sweep, timing
+from lstmstudy import kernels, results, sweep, timing
 from lstmstudy.claims import Outcome
 from lstmstudy.claims import cpu_vs_gpu_batch as claim
 from lstmstudy.errors import ParameterError
 from lstmstudy.hardware import Fingerprint
 from lstmstudy.observe import Observation
+from lstmstudy.shapes import LSTMShape
 
 BATCHES = [1, 8, 64, 512]
 CPU = Fingerprint(device_kind="cpu", cpu_model="Fake Xeon", cpu_flags=[], physical_cores=2, threads=2, ram_gb=8.0)
@@ -158,27 +159,33 @@ def test_bad_parameters_name_themselves(bad):
         claim.CLAIM.parameters("cpu", **bad)
 
 
-def test_an_unknown_kernel_is_refused():
-    p = sweep.Point("torch.fused", claim.point("torch.autoencoder", 1, timesteps=4, features=2, seq_len=4).shape)
-    with pytest.raises(ValueError, match="unknown kernel"):
-        claim.measure_point(p, torch.device("cpu"))
+def test_every_point_is_a_registered_workload():
+    points = claim.CLAIM.points("cuda")
+    assert {p.kernel for p in points} == set(claim.KERNELS)
+    assert all(kernels.spec(p.kernel).workload for p in points)
 
 
 @pytest.mark.parametrize("kernel", ["torch.autoencoder", "torch.bilstm_imdb"])
 def test_a_real_torch_training_step_is_timed_and_its_ops_counted(kernel):
     p = claim.point(kernel, 2, timesteps=4, features=3, seq_len=5)
-    outcome = claim.measure_point(p, torch.device("cpu"), warmup=1, min_time=0.0, max_time=0.05, min_samples=3)
+    outcome = kernels.measure_point(p, torch.device("cpu"), warmup=1, min_time=0.0, max_time=0.05, min_samples=3)
     assert outcome.measurement.n >= 3 and outcome.flops > 0
     assert outcome.observed.detail["aten_ops"] > 10 and "gpu_kernels" not in outcome.observed.detail
     assert outcome.observed.kernel in {"onednn", "aten-loop"}
 
 
-def test_the_torch_step_updates_the_weights():
+def test_the_torch_step_is_an_adam_update(monkeypatch):
+    steps = []
+    real_step = torch.optim.Adam.step
+    monkeypatch.setattr(torch.optim.Adam, "step", lambda self, *a, **k: steps.append(1) or real_step(self, *a, **k))
     p = claim.point("torch.autoencoder", 2, timesteps=4, features=3, seq_len=5)
-    model, step = claim.torch_step(p, torch.device("cpu"))
-    before = [w.detach().clone() for w in model.parameters()]
-    step()
-    assert any(not torch.equal(a, b) for a, b in zip(before, model.parameters()))
+    k = kernels.build(p.kernel, p.shape, "cpu", phase="train", config=p.config)
+    k.step()
+    k.step()
+    # its FLOPs count both LSTM layers, the second one narrower than the point's shape says
+    second = LSTMShape(batch=2, timesteps=4, features=p.shape.hidden, hidden=int(p.config["hidden2"]))
+    assert len(steps) == 2 and k.flops == pytest.approx(
+        LSTMShape(batch=2, timesteps=4, features=3, hidden=p.shape.hidden).flops("train") + second.flops("train"))
 
 
 def test_epoch_table_has_one_column_per_batch(tmp_path):

@@ -35,7 +35,7 @@ from lstmstudy.shapes import LSTMShape  # noqa: E402
 
 SINGLE = LSTMShape(batch=2, timesteps=5, features=3, hidden=4)
 STACKED_BIDIRECTIONAL = LSTMShape(batch=2, timesteps=4, features=3, hidden=4, layers=2, bidirectional=True)
-KERAS = sorted(name for name in kernels.REGISTRY if name.startswith("keras."))
+KERAS = [name for name in kernels.names() if name.startswith("keras.")]
 STANDARD = [name for name in KERAS if kernels.REGISTRY[name].standard]
 FP32 = {"rtol": 1e-4, "atol": 2e-5}
 

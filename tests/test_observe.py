@@ -81,3 +81,13 @@ def test_time_inside_the_kernel_names_what_ran():
     samples, seen = time_inside(k.step, k.sync, torch.device("cpu"), sessions=2, work_s=0.005)
     assert len(samples) == 2 and all(s > 0 for s in samples)
     assert seen.kernel == "onednn" and seen.detail["kernels"] == ["aten::mkldnn_rnn_layer"]
+
+
+def test_whole_models_are_registry_rows_apart_from_the_lstm_layers():
+    workloads = set(kernels.names(workloads=True)) - set(kernels.names())
+    assert workloads == {"keras.blog_model", "keras.autoencoder", "keras.bilstm_imdb", "torch.autoencoder",
+                         "torch.bilstm_imdb", "torch.padded", "torch.packed", "keras.masked", "gemm"}
+    assert all(kernels.spec(name).workload and not kernels.spec(name).standard for name in workloads)
+    gemm = kernels.build("gemm", LSTMShape(batch=16, timesteps=1, features=16, hidden=16), config={"n": 16})
+    gemm.step()
+    assert gemm.flops == 2 * 16**3 and gemm.observed_kernel() == "none" and gemm.forward is None

@@ -30,30 +30,18 @@ from __future__ import annotations
 
 import json
 import math
-import os
-import subprocess
-import sys
 from collections.abc import Sequence
-from functools import lru_cache, partial
-from pathlib import Path
 
 import numpy as np
 import pandas as pd
 
-from lstmstudy import data, sweep
-from lstmstudy.claims import (
-    Claim,
-    Outcome,
-    Verdict,
-    band,
-    bootstrap_ratio,
-    timing_options,
-)
-from lstmstudy.errors import ParameterError, Skip
-from lstmstudy.kernels import dtype_name
-from lstmstudy.observe import NOTHING, observe, observe_batches, what_ran
+from lstmstudy import data, kernels, sweep
+from lstmstudy.claims import Claim, Outcome, Verdict, band, timing_options
+from lstmstudy.errors import ParameterError
+from lstmstudy.observe import what_ran
 from lstmstudy.parameters import check_choices, check_positive_ints
 from lstmstudy.shapes import LSTMShape
+from lstmstudy.stats import bootstrap_ratio
 
 NAME = "bucketing"
 NUMBER = "05"
@@ -110,44 +98,6 @@ def check_pad_to(pad_to: object) -> str:
     return str(pad_to)
 
 
-@lru_cache(maxsize=8)
-def corpus(n: int, seed: int = 0) -> np.ndarray:
-    """The PTB-like sentence lengths (the first `n` of the seeded draw; read-only)."""
-    lengths = data.ptb_like_lengths(n, seed)
-    lengths.flags.writeable = False
-    return lengths
-
-
-def make_plan(name: str, lengths: np.ndarray, batch_size: int, *, seed: int = 0,
-              boundaries: Sequence[int] = (10, 20, 30, 40, 60), pad_to: str = "boundary") -> data.BatchPlan:
-    """One of the four plans; the random ones (and the batch order of the bucketed ones) seeded.
-
-    `pad_to_global_max` keeps the corpus order, which is already random (the lengths are i.i.d. draws).
-    Static buckets end with an `inf` bucket so no sentence is dropped; `pad_to='boundary'` pads each
-    batch to its bucket's boundary, as MXNet's `BucketSentenceIter` does (one unrolled graph per bucket).
-    """
-    if name == NO_BUCKETING:
-        return data.pad_to_global_max(lengths, batch_size)
-    if name == PER_BATCH:
-        return data.pad_per_batch(lengths, batch_size, seed=seed)
-    if name == "static_buckets":
-        return data.static_buckets(lengths, batch_size, (*boundaries, math.inf), pad_to=pad_to, seed=seed)
-    if name == AUTO:
-        return data.auto_buckets(lengths, batch_size, seed=seed)
-    raise ParameterError(f"unknown plan {name!r}; plans: {list(PLAN_NAMES)}")
-
-
-@lru_cache(maxsize=64)
-def _cached_plan(name: str, n: int, seed: int, batch_size: int, boundaries: tuple[int, ...],
-                 pad_to: str) -> data.BatchPlan:
-    return make_plan(name, corpus(n, seed), batch_size, seed=seed, boundaries=boundaries, pad_to=pad_to)
-
-
-def plans(n: int, batch_size: int, *, seed: int = 0, boundaries: Sequence[int] = (10, 20, 30, 40, 60),
-          pad_to: str = "boundary") -> dict[str, data.BatchPlan]:
-    return {name: _cached_plan(name, n, seed, batch_size, tuple(boundaries), pad_to) for name in PLAN_NAMES}
-
-
 def waste_table(plan_set: dict[str, data.BatchPlan], *, with_mxnet: bool = True) -> pd.DataFrame:
     """Per plan: batches, real and padded steps, the wasted fraction and the work over the ideal.
 
@@ -168,30 +118,6 @@ def waste_table(plan_set: dict[str, data.BatchPlan], *, with_mxnet: bool = True)
     return table
 
 
-def timing_sample(plan: data.BatchPlan, k: int) -> data.BatchPlan:
-    """The plan's `k` representative batches (see the module docstring) as a plan of their own.
-
-    The result is a `BatchPlan` over just the sampled sequences (re-indexed 0..m-1) with the original
-    batches' widths, in the original plan's order, ready for `data.torch_batches`/`data.keras_batches`.
-    """
-    if isinstance(k, bool) or not isinstance(k, int) or k <= 0:
-        raise ParameterError(f"sample_batches must be a positive integer, got {k!r}")
-    k = min(k, plan.n_batches)
-    lengths = np.asarray(plan.lengths)
-    padded = np.array([len(b) * w for b, w in zip(plan.batches, plan.widths)])
-    real = np.array([int(lengths[list(b)].sum()) for b in plan.batches])
-    order = np.lexsort((np.arange(plan.n_batches), real, padded))  # by padded, then real steps, then position
-    chosen = sorted(int(stratum[len(stratum) // 2]) for stratum in np.array_split(order, k))
-    sub_lengths, sub_batches, start = [], [], 0
-    for index in chosen:
-        batch = plan.batches[index]
-        sub_lengths += [int(lengths[i]) for i in batch]
-        sub_batches.append(tuple(range(start, start + len(batch))))
-        start += len(batch)
-    return data.BatchPlan(f"{plan.name} (sample of {k})", tuple(sub_lengths), tuple(sub_batches),
-                          tuple(plan.widths[i] for i in chosen))
-
-
 # --- the grid -------------------------------------------------------------------------------------------
 
 def grid(*, kind: str, quick: bool, kernels: Sequence[str], batch_size: int, corpus_size: int, sample_batches: int,
@@ -204,12 +130,12 @@ def grid(*, kind: str, quick: bool, kernels: Sequence[str], batch_size: int, cor
     if quick:
         batch_size, corpus_size, sample_batches = min(batch_size, 8), min(corpus_size, 2000), min(sample_batches, 2)
         layers, hidden, features = 1, min(hidden, 32), min(features, 8)
-    plan_set = plans(corpus_size, batch_size, seed=seed, boundaries=static_boundaries, pad_to=static_pad_to)
-    longest = int(corpus(corpus_size, seed).max())
+    plan_set = data.plans(corpus_size, batch_size, seed=seed, boundaries=static_boundaries, pad_to=static_pad_to)
+    longest = int(data.corpus(corpus_size, seed).max())
     shape = LSTMShape(batch=batch_size, timesteps=longest, features=features, hidden=hidden, layers=layers)
     points = []
     for name, plan in plan_set.items():
-        sample = timing_sample(plan, sample_batches)
+        sample = data.timing_sample(plan, sample_batches)
         config = {"plan": name, "batch_size": batch_size, "corpus": corpus_size, "seed": seed,
                   "sample_batches": sample.n_batches, "epoch_batches": plan.n_batches,
                   "sample_padded_steps": sample.padded_steps, "sample_real_steps": sample.real_steps,
@@ -228,149 +154,7 @@ def measure(points: list[sweep.Point], *, device: str, min_time: float, quick: b
     (which also runs the Keras step's first, optimising call) and at least 4 timed calls (3 when quick).
     """
     options = {**timing_options(min_time, quick), "warmup": 1, "min_samples": 3 if quick else 4}
-    return [sweep.run(NAME, points, partial(measure_point, **options), device=device, **sweep_options)]
-
-
-# --- the training steps ----------------------------------------------------------------------------------
-
-def _sample_for(point: sweep.Point) -> data.BatchPlan:
-    c = point.config
-    plan = _cached_plan(str(c["plan"]), int(c["corpus"]), int(c["seed"]), int(c["batch_size"]),
-                        tuple(c.get("boundaries", (10, 20, 30, 40, 60))), str(c.get("pad_to", "boundary")))
-    return timing_sample(plan, int(c["sample_batches"]))
-
-
-def _torch_steps(point: sweep.Point, device, sample: data.BatchPlan):
-    """One training step per sampled batch (padded or packed), the device sync, what ran (observed; nothing
-    predicted) and the dtype it computes in."""
-    import torch
-    from torch import nn
-
-    from lstmstudy.timing import sync_for
-
-    s = point.shape
-    torch.manual_seed(0)
-    lstm = nn.LSTM(s.features, s.hidden, s.layers, batch_first=True).to(device)
-    head = nn.Linear(s.hidden, s.features).to(device)
-    optimizer = torch.optim.SGD([*lstm.parameters(), *head.parameters()], lr=0.01)
-    packed = point.kernel == "torch.packed"
-    batches = data.torch_batches(sample.lengths, sample, s.features, device=device)
-    masks = [(torch.arange(x.shape[1])[None, :] < lens[:, None]).to(device=device, dtype=x.dtype)
-             for x, lens in batches]
-
-    def step(x, lens, mask):
-        optimizer.zero_grad(set_to_none=True)
-        if packed:
-            seq = data.pack_batch(x, lens)
-            out, _ = lstm(seq)
-            loss = torch.mean(torch.square(head(out.data) - seq.data))
-        else:
-            out, _ = lstm(x)
-            loss = (torch.square(head(out) - x).mean(-1) * mask).sum() / mask.sum()
-        loss.backward()
-        optimizer.step()
-
-    def run():
-        for (x, lens), mask in zip(batches, masks):
-            step(x, lens, mask)
-
-    return run, sync_for(device), observe_batches(run, device, len(batches), s.layers), "", \
-        dtype_name(next(lstm.parameters()).dtype)
-
-
-def _keras_model(keras, s: LSTMShape):
-    layers = [keras.Input(shape=(None, s.features)), keras.layers.Masking(mask_value=0.0)]
-    layers += [keras.layers.LSTM(s.hidden, return_sequences=True) for _ in range(s.layers)]
-    layers.append(keras.layers.Dense(s.features))
-    return keras.Sequential(layers)
-
-
-def _keras_steps(point: sweep.Point, device, sample: data.BatchPlan):
-    """Keras with masking: one traced `tf.function` for every width (TensorFlow: what it runs is predicted from
-    the graph) or eager calls (torch: observed)."""
-    from lstmstudy.backends import import_keras
-    from lstmstudy.kernels.keras_kernels import graph_kernel, tf_device
-    from lstmstudy.timing import sync_for, tf_sync
-
-    keras = import_keras()
-    s = point.shape
-    keras.utils.set_random_seed(0)
-    batches = data.keras_batches(sample.lengths, sample, s.features)
-    backend = keras.backend.backend()
-    if backend == "tensorflow":
-        import tensorflow as tf
-
-        name = tf_device(device)
-        with tf.device(name):
-            model = _keras_model(keras, s)
-            optimizer = keras.optimizers.SGD(learning_rate=0.01)
-            optimizer.build(model.trainable_variables)
-            tensors = [(tf.constant(x), tf.constant(m, dtype=tf.float32)) for x, m in batches]
-
-        @tf.function(input_signature=[tf.TensorSpec((None, None, s.features), tf.float32),
-                                      tf.TensorSpec((None, None), tf.float32)])
-        def step(x, mask):
-            with tf.device(name):
-                with tf.GradientTape() as tape:
-                    y = model(x, training=True)
-                    loss = tf.reduce_sum(tf.reduce_mean(tf.square(y - x), -1) * mask) / tf.reduce_sum(mask)
-                grads = tape.gradient(loss, model.trainable_variables)
-                optimizer.apply_gradients(zip(grads, model.trainable_variables))
-                return loss
-
-        kernel = graph_kernel(step.get_concrete_function().graph)
-        if device.type == "cpu" and kernel == "cudnn":
-            raise Skip("TensorFlow sees a GPU, so Keras traces its cuDNN kernel: the Keras step cannot be pinned "
-                       "to the CPU here (hide the GPU with CUDA_VISIBLE_DEVICES='')")
-        sync = tf_sync()
-
-        def run():
-            for x, mask in tensors:
-                step(x, mask)
-        return run, sync, NOTHING, kernel, keras.backend.standardize_dtype(model.compute_dtype)
-
-    import torch
-
-    with keras.device(str(device)):
-        model = _keras_model(keras, s)
-        optimizer = keras.optimizers.SGD(learning_rate=0.01)
-        optimizer.build(model.trainable_variables)
-    tensors = [(torch.as_tensor(x, device=device), torch.as_tensor(m, device=device, dtype=torch.float32))
-               for x, m in batches]
-
-    def eager_step(x, mask):
-        with keras.device(str(device)):
-            y = model(x, training=True)
-            loss = (torch.square(y - x).mean(-1) * mask).sum() / mask.sum()
-            params = [v.value for v in model.trainable_variables]
-            grads = torch.autograd.grad(loss, params)
-            optimizer.apply(list(grads), model.trainable_variables)
-
-    def run():
-        for x, mask in tensors:
-            eager_step(x, mask)
-
-    sync = sync_for(device)
-    return run, sync, observe([lambda: eager_step(*tensors[0])], device), "", \
-        keras.backend.standardize_dtype(model.compute_dtype)
-
-
-def measure_point(point: sweep.Point, device, **timing_kwargs) -> sweep.PointResult:
-    """Train on the point's sampled batches once per timed call; FLOPs count the padded steps computed."""
-    from lstmstudy.timing import measure as time_call
-
-    if point.kernel not in KERNELS:
-        raise ParameterError(f"unknown kernel {point.kernel!r} for claim {NAME}; kernels: {list(KERNELS)}")
-    sample = _sample_for(point)
-    if point.kernel.startswith("torch."):
-        run, sync, seen, predicted, dtype = _torch_steps(point, device, sample)
-    else:
-        run, sync, seen, predicted, dtype = _keras_steps(point, device, sample)
-    m = time_call(run, sync=sync, **timing_kwargs)
-    steps = sample.real_steps if point.kernel == "torch.packed" else sample.padded_steps
-    per_step = point.shape.flops("train") / (point.shape.batch * point.shape.timesteps)
-    return sweep.PointResult(measurement=m, flops=per_step * steps, observed=seen, predicted_kernel=predicted,
-                         compute_dtype=dtype)
+    return [sweep.run(NAME, points, kernels.measurer(**options), device=device, **sweep_options)]
 
 
 # --- the analysis ----------------------------------------------------------------------------------------
@@ -524,73 +308,6 @@ def worked_example_table(example: dict | None = None) -> pd.DataFrame:
         {"workload": "padded per batch, batches [4, 8] and [3, 7]", "steps": ex["padded"], "slides": 30},
         {"workload": "greedy buckets, batches [8, 7] and [4, 3]", "steps": ex["bucketed"], "slides": 24},
     ])
-
-
-# --- which kernel runs ------------------------------------------------------------------------------------
-
-def keras_mask_rows() -> list[dict]:
-    """Which kernel a Keras LSTM gets on a GPU with a right-padded, a left-padded or no mask (this backend)."""
-    import keras
-
-    from lstmstudy.kernels.criteria import explain_cudnn
-
-    right = np.array([[True, True, False, False], [True, True, True, True]])
-    left = np.array([[False, False, True, True], [True, True, True, True]])
-    rows = []
-    for name, mask in (("right-padded mask", right), ("left-padded mask", left), ("no mask", None)):
-        e = explain_cudnn(keras.layers.LSTM(8), mask=mask, device="cuda")[0]
-        rows.append({"configuration": f"keras.layers.LSTM, {name}, on a GPU", "framework": e.framework,
-                     "kernel": e.kernel, "fused": e.fused_eligible,
-                     "why not the fused kernel": "; ".join(r.message for r in e.reasons) or "-"})
-    return rows
-
-
-_CHILD = ("import json; from lstmstudy.claims.bucketing import keras_mask_rows; "
-          "print('JSON' + json.dumps(keras_mask_rows()))")
-
-
-def _keras_rows(backend: str) -> list[dict]:
-    """`keras_mask_rows` under `backend`: here if it is this process's Keras backend, else in a child process."""
-    import keras
-
-    if keras.backend.backend() == backend:
-        return keras_mask_rows()
-    env = {**os.environ, "KERAS_BACKEND": backend, "TF_CPP_MIN_LOG_LEVEL": "3"}
-    done = subprocess.run([sys.executable, "-c", _CHILD], env=env, capture_output=True, text=True, timeout=300,
-                          cwd=str(Path(__file__).resolve().parents[2]))
-    line = next((ln for ln in done.stdout.splitlines() if ln.startswith("JSON")), None)
-    if done.returncode or line is None:
-        tail = (done.stderr.strip().splitlines() or ["no output"])[-1]
-        return [{"configuration": f"keras.layers.LSTM on the {backend} backend", "framework": f"keras/{backend}",
-                 "kernel": "?", "fused": None, "why not the fused kernel": f"could not explain: {tail}"}]
-    return json.loads(line[4:])
-
-
-def mask_criteria() -> pd.DataFrame:
-    """Which kernel a masked Keras LSTM and a padded or packed PyTorch LSTM get, on a GPU and on a CPU.
-
-    Keras rows are explained for a machine with a GPU on both Keras backends (the other backend's in a
-    child process, so this process's Keras keeps its own); PyTorch rows for a GPU and for a CPU.
-    """
-    import torch
-    from torch import nn
-
-    from lstmstudy.kernels.criteria import explain_cudnn
-
-    rows = _keras_rows("tensorflow") + _keras_rows("torch")
-    torch.manual_seed(0)
-    lstm = nn.LSTM(4, 8, batch_first=True)
-    x = torch.randn(2, 4, 4)
-    packed = data.pack_batch(x, torch.tensor([4, 2]))
-    for device in ("cuda", "cpu"):
-        for name, inputs in (("padded batch", x), ("pack_padded_sequence, lengths 4 and 2", packed)):
-            e = explain_cudnn(lstm, inputs=inputs, device=device)[0]
-            where = "on a GPU" if device == "cuda" else "on a CPU"
-            notes = [r.message for r in (*e.reasons, *e.notes) if not (device == "cpu" and r.code == "no_gpu")]
-            rows.append({"configuration": f"nn.LSTM, {name}, {where}", "framework": e.framework, "kernel": e.kernel,
-                         "fused": e.fused_eligible if device == "cuda" else e.kernel == "onednn",
-                         "why not the fused kernel": "; ".join(notes) or "-"})
-    return pd.DataFrame(rows)
 
 
 # --- figures -------------------------------------------------------------------------------------------

@@ -27,27 +27,15 @@ from __future__ import annotations
 
 import json
 from collections.abc import Sequence
-from functools import partial
 
-import numpy as np
 import pandas as pd
-import torch
 
-from lstmstudy import hardware, sweep
-from lstmstudy.claims import (
-    Claim,
-    Outcome,
-    Verdict,
-    bootstrap_median,
-    bootstrap_ratio,
-    timing_options,
-)
-from lstmstudy.claims.cudnn_fallback import blog_autoencoder
-from lstmstudy.errors import Skip
-from lstmstudy.kernels import dtype_name
-from lstmstudy.observe import NOTHING, observe, predicted
+from lstmstudy import hardware, kernels, sweep
+from lstmstudy.claims import Claim, Outcome, Verdict, timing_options
+from lstmstudy.kernels.workloads import AUTOENCODER, BILSTM
 from lstmstudy.parameters import check_bool, check_choices, check_positive_ints
 from lstmstudy.shapes import LSTMShape
+from lstmstudy.stats import bootstrap_median, bootstrap_ratio
 
 NAME = "cpu_vs_gpu_batch"
 NUMBER = "02"
@@ -70,11 +58,6 @@ KERNELS: dict[str, tuple[str, str]] = {
 }
 WORKLOADS = ("autoencoder", "bilstm_imdb")
 FRAMEWORKS = ("keras", "torch")
-#: The blog's autoencoder: layer sizes and dropout (timesteps and features are parameters; see above).
-AUTOENCODER = {"hidden": 64, "hidden2": 32, "dropout": 0.2}
-#: Keras's imdb_bidirectional_lstm.py: vocabulary, embedding width, LSTM units per direction, dropout.
-BILSTM = {"vocab": 20000, "embed": 128, "hidden": 64, "dropout": 0.5}
-LEARNING_RATE = 1e-3
 
 
 def _num(value: float) -> str:
@@ -125,7 +108,7 @@ def measure(points: list[sweep.Point], *, device: str, min_time: float, quick: b
     devices = [device]
     if also_cpu and hardware.resolve_device(device).type == "cuda":
         devices.append("cpu")
-    return [sweep.run(NAME, points, partial(measure_point, **options), device=d, **sweep_options) for d in devices]
+    return [sweep.run(NAME, points, kernels.measurer(**options), device=d, **sweep_options) for d in devices]
 
 
 def check_parameters(parameters: dict) -> None:
@@ -134,158 +117,6 @@ def check_parameters(parameters: dict) -> None:
     check_choices("workloads", parameters["workloads"], WORKLOADS)
     check_choices("frameworks", parameters["frameworks"], FRAMEWORKS)
     check_bool(also_cpu=parameters["also_cpu"])
-
-
-def _flops(point: sweep.Point) -> float:
-    """Training FLOPs of the LSTM layers (3x forward), the autoencoder's second, narrower layer included."""
-    s = point.shape
-    if point.config.get("workload") == "autoencoder":
-        first = LSTMShape(batch=s.batch, timesteps=s.timesteps, features=s.features, hidden=s.hidden)
-        second = LSTMShape(batch=s.batch, timesteps=s.timesteps, features=s.hidden, hidden=int(point.config["hidden2"]))
-        return first.flops("train") + second.flops("train")
-    return s.flops("train")
-
-
-# --- measuring one point --------------------------------------------------------------------------
-
-def _data(point: sweep.Point, seed: int = 0) -> tuple[np.ndarray, np.ndarray]:
-    """A synthetic batch of the workload's shapes: noise for the autoencoder, random tokens and labels for IMDb."""
-    rng = np.random.default_rng(seed)
-    s = point.shape
-    if point.config["workload"] == "autoencoder":
-        x = rng.standard_normal((s.batch, s.timesteps, s.features)).astype("float32")
-        y = rng.standard_normal((s.batch, s.features)).astype("float32")
-    else:
-        x = rng.integers(0, int(point.config["vocab"]), size=(s.batch, s.timesteps)).astype("int32")
-        y = rng.integers(0, 2, size=(s.batch, 1)).astype("float32")
-    return x, y
-
-
-def keras_model(point: sweep.Point, cpu: bool = False):
-    """The Keras model of `point`'s workload, compiled as its source compiles it (no metrics).
-
-    `cpu`: the model will run on the CPU, so no layer may pick cuDNN (`use_cudnn=False`). On a machine
-    without a GPU that is what 'auto' picks anyway; on a GPU machine it keeps TensorFlow from tracing a
-    cuDNN op and quietly placing it on the GPU during a CPU measurement.
-    """
-    from lstmstudy.backends import import_keras
-
-    keras = import_keras()
-    s = point.shape
-    use_cudnn = False if cpu else "auto"
-    if point.config["workload"] == "autoencoder":
-        return blog_autoencoder(batch=s.batch, timesteps=s.timesteps, features=s.features, hidden=s.hidden,
-                                hidden2=int(point.config["hidden2"]), use_cudnn=use_cudnn)
-    model = keras.Sequential([
-        keras.Input(shape=(s.timesteps,), batch_size=s.batch, dtype="int32"),
-        keras.layers.Embedding(int(point.config["vocab"]), s.features),
-        keras.layers.Bidirectional(keras.layers.LSTM(s.hidden, use_cudnn=use_cudnn)),
-        keras.layers.Dropout(BILSTM["dropout"]),
-        keras.layers.Dense(1, activation="sigmoid"),
-    ])
-    model.compile(loss="binary_crossentropy", optimizer=keras.optimizers.Adam(learning_rate=LEARNING_RATE))
-    return model
-
-
-def _measure_keras(point: sweep.Point, device: torch.device, **timing_kwargs) -> sweep.PointResult:
-    """`train_on_batch` (what `fit` runs per step), on the device Keras's backend is pinned to."""
-    from lstmstudy.backends import import_keras
-    from lstmstudy.kernels.criteria import explain_cudnn
-    from lstmstudy.kernels.keras_kernels import tf_device, unavailable
-    from lstmstudy.timing import measure as time_call
-    from lstmstudy.timing import sync_for, tf_sync
-
-    if reason := unavailable(device, "fp32"):
-        raise Skip(f"{point.kernel} on {device.type}: {reason}")
-    keras = import_keras()
-    tf_backend = keras.backend.backend() == "tensorflow"
-    x, y = _data(point)
-    name = tf_device(device) if tf_backend else str(device)
-    with keras.device(name):
-        model = keras_model(point, cpu=device.type == "cpu")
-
-        def step():
-            return model.train_on_batch(x, y)
-
-        m = time_call(step, sync=tf_sync() if tf_backend else sync_for(device), **timing_kwargs)
-        observed = NOTHING if tf_backend else observe([step], device)
-    backend = keras.backend.backend()
-    return sweep.PointResult(measurement=m, flops=_flops(point), observed=observed,
-                         predicted_kernel=",".join(predicted(e.kernel, backend)
-                                                   for e in explain_cudnn(model, device="auto")),
-                         compute_dtype=keras.backend.standardize_dtype(model.compute_dtype))
-
-
-class TorchAutoencoder(torch.nn.Module):
-    """The blog's autoencoder with PyTorch's standard (tanh) LSTM cell: nn.LSTM takes no other activation."""
-
-    def __init__(self, features: int, hidden: int, hidden2: int, dropout: float) -> None:
-        super().__init__()
-        self.lstm1 = torch.nn.LSTM(features, hidden, batch_first=True)
-        self.lstm2 = torch.nn.LSTM(hidden, hidden2, batch_first=True)
-        self.dropout = torch.nn.Dropout(dropout)
-        self.dense = torch.nn.Linear(hidden2, features)
-
-    def forward(self, x: torch.Tensor) -> torch.Tensor:
-        seq, _ = self.lstm1(x)
-        _, (h, _) = self.lstm2(self.dropout(seq))
-        return self.dense(self.dropout(h[-1]))
-
-
-class TorchBiLSTM(torch.nn.Module):
-    """Keras's IMDb example in PyTorch: the last states of both directions, concatenated, to one logit."""
-
-    def __init__(self, vocab: int, embed: int, hidden: int, dropout: float) -> None:
-        super().__init__()
-        self.embedding = torch.nn.Embedding(vocab, embed)
-        self.lstm = torch.nn.LSTM(embed, hidden, batch_first=True, bidirectional=True)
-        self.dropout = torch.nn.Dropout(dropout)
-        self.dense = torch.nn.Linear(2 * hidden, 1)
-
-    def forward(self, x: torch.Tensor) -> torch.Tensor:
-        _, (h, _) = self.lstm(self.embedding(x))
-        return self.dense(self.dropout(torch.cat([h[0], h[1]], dim=1)))  # a logit; the loss applies the sigmoid
-
-
-def torch_step(point: sweep.Point, device: torch.device):
-    """The model of `point`'s workload on `device` and a closure running one Adam training step."""
-    torch.manual_seed(0)
-    s = point.shape
-    x_np, y_np = _data(point)
-    if point.config["workload"] == "autoencoder":
-        model = TorchAutoencoder(s.features, s.hidden, int(point.config["hidden2"]), AUTOENCODER["dropout"])
-        loss_fn, x = torch.nn.MSELoss(), torch.as_tensor(x_np, device=device)
-    else:
-        model = TorchBiLSTM(int(point.config["vocab"]), s.features, s.hidden, BILSTM["dropout"])
-        loss_fn, x = torch.nn.BCEWithLogitsLoss(), torch.as_tensor(x_np.astype("int64"), device=device)
-    model = model.to(device).train()
-    y = torch.as_tensor(y_np, device=device)
-    optimizer = torch.optim.Adam(model.parameters(), lr=LEARNING_RATE)
-
-    def step() -> None:
-        optimizer.zero_grad(set_to_none=True)
-        loss_fn(model(x), y).backward()
-        optimizer.step()
-
-    return model, step
-
-
-def _measure_torch(point: sweep.Point, device: torch.device, **timing_kwargs) -> sweep.PointResult:
-    from lstmstudy.timing import measure as time_call
-    from lstmstudy.timing import sync_for
-
-    model, step = torch_step(point, device)  # under the sweep's IEEE fp32, as every step
-    m = time_call(step, sync=sync_for(device), **timing_kwargs)
-    return sweep.PointResult(measurement=m, flops=_flops(point), observed=observe([step], device),
-                         compute_dtype=dtype_name(next(model.parameters()).dtype))
-
-
-def measure_point(point: sweep.Point, device: torch.device, **timing_kwargs) -> sweep.PointResult:
-    """The `measure_point` of `sweep.run`: one workload's training step on `device`."""
-    if point.kernel not in KERNELS:
-        raise ValueError(f"unknown kernel {point.kernel!r} for claim {NAME}; expected one of {sorted(KERNELS)}")
-    framework = KERNELS[point.kernel][1]
-    return (_measure_keras if framework == "keras" else _measure_torch)(point, device, **timing_kwargs)
 
 
 # --- epoch times and the comparison ---------------------------------------------------------------

@@ -15,24 +15,14 @@ from __future__ import annotations
 
 import json
 from collections.abc import Sequence
-from functools import partial
 
-import numpy as np
 import pandas as pd
 
 from lstmstudy import kernels, sweep
-from lstmstudy.claims import (
-    Claim,
-    Outcome,
-    Verdict,
-    band,
-    geomean,
-    ratios,
-    timing_options,
-)
-from lstmstudy.observe import NOTHING, observe, predicted
+from lstmstudy.claims import Claim, Outcome, Verdict, band, timing_options
 from lstmstudy.parameters import check_bool, check_choices, check_positive_ints
 from lstmstudy.shapes import LSTMShape
+from lstmstudy.stats import geomean, ratios
 
 NAME = "cudnn_fallback"
 NUMBER = "01"
@@ -84,7 +74,7 @@ def grid(*, kind: str, quick: bool, batches: Sequence[int], hiddens: Sequence[in
 def measure(points: list[sweep.Point], *, device: str, min_time: float, quick: bool = False,
             **sweep_options) -> list[sweep.SweepReport]:
     """Measure the points not yet stored for this hardware (the blog model's among them)."""
-    return [sweep.run(NAME, points, partial(measure_point, **timing_options(min_time, quick)), device=device,
+    return [sweep.run(NAME, points, kernels.measurer(**timing_options(min_time, quick)), device=device,
                       **sweep_options)]
 
 
@@ -125,34 +115,6 @@ def verdicts(results: pd.DataFrame) -> list[Verdict]:
     return out
 
 
-# --- the criteria table -----------------------------------------------------------------------------
-
-def criteria_table(device: str = "cuda") -> pd.DataFrame:
-    """For each Keras trigger and each PyTorch setting: the kernel the explainer says it gets on
-    `device` ('cuda': a machine with a GPU, whether or not this one has one) and every reason."""
-    import keras
-    from torch import nn
-
-    from lstmstudy.kernels.criteria import explain_cudnn
-    from lstmstudy.kernels.keras_kernels import layer_kwargs
-
-    rows = []
-    for name in ["keras.cudnn_auto", *(k for k in TRIGGERS if k.startswith("keras."))]:
-        layer = keras.layers.LSTM(8, **layer_kwargs(name))
-        layer.build((1, 4, 4))
-        rows.append((name, explain_cudnn(layer, device=device)[0]))
-    left_padded = np.array([[False, True, True, True]])
-    rows.append(("keras.cudnn_auto + left-padded mask",
-                 explain_cudnn(keras.layers.LSTM(8), mask=left_padded, device=device)[0]))
-    torch_settings = {"nn.LSTM": nn.LSTM(4, 8, batch_first=True),
-                      "nn.LSTM(proj_size=4)": nn.LSTM(4, 8, batch_first=True, proj_size=4)}
-    for name, module in torch_settings.items():
-        rows.append((name, explain_cudnn(module, device=device)[0]))
-    return pd.DataFrame([{"configuration": name, "kernel": e.kernel, "fused": e.fused_eligible,
-                          "why not the fused kernel": "; ".join(r.message for r in e.reasons) or "-"}
-                         for name, e in rows])
-
-
 # --- the blog post's model ----------------------------------------------------------------------------
 
 BLOG_KERNEL = "keras.blog_model"
@@ -166,63 +128,6 @@ BLOG_ACTIVATIONS = ("leaky_relu", "tanh")
 def blog_points(phases: Sequence[str]) -> list[sweep.Point]:
     return [sweep.Point(BLOG_KERNEL, BLOG_SHAPE, phase=phase, config={"activation": activation})
             for phase in phases for activation in BLOG_ACTIVATIONS]
-
-
-def blog_autoencoder(*, batch: int, timesteps: int, features: int, activation: str = "leaky_relu",
-                     hidden: int = 64, hidden2: int = 32, use_cudnn: bool | str = "auto"):
-    """The blog post's model, compiled as the post compiles it (also claim 2's Keras autoencoder).
-
-    LSTM(hidden, activation, return_sequences) -> Dropout(0.2) -> LSTM(hidden2) -> Dropout(0.2) ->
-    Dense(features), MSE, Adam(1e-3). `activation`: "leaky_relu" (the post's ReLU(negative_slope=0.05),
-    which loses cuDNN) or "tanh" (Keras's default). `use_cudnn=False` keeps a CPU measurement on the CPU
-    on a machine that also has a GPU.
-    """
-    from lstmstudy.backends import import_keras
-
-    keras = import_keras()
-    act = keras.layers.ReLU(negative_slope=0.05) if activation == "leaky_relu" else "tanh"
-    model = keras.Sequential([
-        keras.Input(shape=(timesteps, features), batch_size=batch),
-        keras.layers.LSTM(hidden, activation=act, return_sequences=True, use_cudnn=use_cudnn),
-        keras.layers.Dropout(0.2),
-        keras.layers.LSTM(hidden2, use_cudnn=use_cudnn),
-        keras.layers.Dropout(0.2),
-        keras.layers.Dense(features),
-    ])
-    model.compile(loss="mean_squared_error", optimizer=keras.optimizers.Adam(learning_rate=0.001))
-    return model
-
-
-def _measure_blog(point: sweep.Point, device, **timing_kwargs) -> sweep.PointResult:
-    """One `train_on_batch` (what `fit` does per step) or `predict_on_batch`, as the blog's user runs it."""
-    import keras
-
-    from lstmstudy.kernels.criteria import explain_cudnn
-    from lstmstudy.kernels.keras_kernels import tf_device
-    from lstmstudy.timing import measure as time_call
-    from lstmstudy.timing import sync_for, tf_sync
-
-    rng = np.random.default_rng(0)
-    s = BLOG_SHAPE
-    x = rng.standard_normal((s.batch, s.timesteps, s.features)).astype("float32")
-    y = rng.standard_normal((s.batch, s.features)).astype("float32")
-    tf_backend = keras.backend.backend() == "tensorflow"
-    with keras.device(tf_device(device) if tf_backend else str(device)):
-        model = blog_autoencoder(batch=s.batch, timesteps=s.timesteps, features=s.features,
-                                 activation=str(point.config["activation"]))
-        step = (lambda: model.train_on_batch(x, y)) if point.phase == "train" else (lambda: model.predict_on_batch(x))
-        m = time_call(step, sync=tf_sync() if tf_backend else sync_for(device), **timing_kwargs)
-    backend = keras.backend.backend()
-    return sweep.PointResult(measurement=m, observed=NOTHING if tf_backend else observe([step], device),
-                         predicted_kernel=",".join(predicted(e.kernel, backend)
-                                                   for e in explain_cudnn(model, device="auto")),
-                         compute_dtype=keras.backend.standardize_dtype(model.compute_dtype))
-
-
-def measure_point(point: sweep.Point, device, **timing_kwargs) -> sweep.PointResult:
-    if point.kernel == BLOG_KERNEL:
-        return _measure_blog(point, device, **timing_kwargs)
-    return kernels.measure_point(point, device, **timing_kwargs)
 
 
 def blog_table(results: pd.DataFrame) -> pd.DataFrame:

@@ -39,15 +39,7 @@ import pandas as pd
 import torch
 
 from lstmstudy import kernels, sweep
-from lstmstudy.claims import (
-    Claim,
-    Outcome,
-    Verdict,
-    band,
-    cudnn_fallback,
-    geomean,
-    timing_options,
-)
+from lstmstudy.claims import Claim, Outcome, Verdict, band, cudnn_fallback, timing_options
 from lstmstudy.errors import ParameterError, Skip
 from lstmstudy.nvml import (
     ENERGY_COUNTER_PERIOD_S,
@@ -62,6 +54,7 @@ from lstmstudy.nvml import (
 from lstmstudy.observe import Observation, what_ran
 from lstmstudy.parameters import check_choices
 from lstmstudy.shapes import LSTMShape
+from lstmstudy.stats import geomean
 from lstmstudy.timing import Measurement, sync_for
 from lstmstudy.timing import measure as time_call
 

@@ -36,11 +36,12 @@ import pandas as pd
 import torch
 
 from lstmstudy import kernels, sweep
-from lstmstudy.claims import Claim, Outcome, Verdict, geomean, timing_options
+from lstmstudy.claims import Claim, Outcome, Verdict, timing_options
 from lstmstudy.errors import Skip
 from lstmstudy.observe import time_inside, what_ran
 from lstmstudy.parameters import check_choices, check_positive_ints
 from lstmstudy.shapes import LSTMShape
+from lstmstudy.stats import geomean
 from lstmstudy.timing import Measurement
 
 NAME = "frameworks_vs_baseline"

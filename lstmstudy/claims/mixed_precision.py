@@ -27,17 +27,11 @@ import matplotlib.pyplot as plt
 import pandas as pd
 
 from lstmstudy import kernels, plots, sweep
-from lstmstudy.claims import (
-    Claim,
-    Outcome,
-    Verdict,
-    bootstrap_ratio,
-    geomean,
-    timing_options,
-)
+from lstmstudy.claims import Claim, Outcome, Verdict, timing_options
 from lstmstudy.observe import what_ran
 from lstmstudy.parameters import check_choices, check_positive_ints
 from lstmstudy.shapes import LSTMShape
+from lstmstudy.stats import bootstrap_ratio, geomean
 
 NAME = "mixed_precision"
 NUMBER = "03"

@@ -24,7 +24,7 @@ can be checked against each other before they are timed against each other.
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from functools import partial
 
@@ -119,9 +119,11 @@ class Built:
     phase: str
     step: Callable[[], object]
     sync: Sync | None
-    forward: Callable[[], np.ndarray]
     compute_dtype: str
+    forward: Callable[[], np.ndarray] | None = None  # None for whole-model workloads, which are only timed
     grads: Callable[[], list[list[dict[str, np.ndarray]]]] | None = None
+    #: what one step computes, when the shape's LSTM formula does not say it (models, plans, the GEMM)
+    flops: float | None = None
     #: what really ran (`lstmstudy.observe`), profiled once when first asked; and what a traced graph predicts
     observe: Callable[[], Observation] = field(default=lambda: NOTHING)
     predicted_kernel: str = ""
@@ -131,7 +133,8 @@ class Built:
         return self.observe().kernel
 
 
-Factory = Callable[..., Built]  # factory(shape, device, precision, phase, weights) -> Built
+#: factory(shape, device, precision, phase, weights, config) -> Built; `config` is a point's extra parameters
+Factory = Callable[..., Built]
 
 
 @dataclass(frozen=True)
@@ -148,6 +151,8 @@ class KernelSpec:
     #: the device kinds on which this kernel is a vendor-fused baseline: observed running anything else
     #: there, its row is an error, never a ratio
     fused_on: tuple[str, ...] = ()
+    #: a whole model or the GEMM (`kernels.workloads`), not one LSTM layer: timed, never checked numerically
+    workload: bool = False
 
     @property
     def framework(self) -> str:
@@ -170,7 +175,7 @@ def _load_all() -> None:
     Cheap after the first call (Python caches imports); called on every lookup, because importing one
     framework module directly (as the explainer does) must not hide the other's rows.
     """
-    from lstmstudy.kernels import torch_kernels  # noqa: F401
+    from lstmstudy.kernels import torch_kernels, workloads  # noqa: F401
 
     try:
         from lstmstudy.kernels import keras_kernels  # noqa: F401
@@ -186,9 +191,10 @@ def spec(name: str) -> KernelSpec:
         raise UnknownKernel(f"unknown kernel {name!r}; known kernels: {', '.join(sorted(REGISTRY))}") from None
 
 
-def names() -> list[str]:
+def names(*, workloads: bool = False) -> list[str]:
+    """The LSTM kernels (and, with `workloads`, the whole models and the GEMM too), sorted."""
     _load_all()
-    return sorted(REGISTRY)
+    return sorted(name for name, row in REGISTRY.items() if workloads or not row.workload)
 
 
 def available(device: str | torch.device = "cpu", precision: str = "fp32") -> dict[str, str | None]:
@@ -198,8 +204,12 @@ def available(device: str | torch.device = "cpu", precision: str = "fp32") -> di
 
 
 def build(name: str, shape: LSTMShape, device: str | torch.device = "cpu", precision: str = "fp32",
-          phase: str = "inference", weights: LSTMWeights | None = None, seed: int = 0) -> Built:
-    """Build kernel `name` for `shape` on `device`; raises `Skip` with the reason where it cannot run."""
+          phase: str = "inference", weights: LSTMWeights | None = None, seed: int = 0,
+          config: Mapping[str, object] | None = None) -> Built:
+    """Build kernel `name` for `shape` on `device`; raises `Skip` with the reason where it cannot run.
+
+    `config` holds a point's extra parameters (a workload's activation, vocabulary or batch plan).
+    """
     row = spec(name)
     if precision not in PRECISIONS:
         raise ValueError(f"precision must be one of {PRECISIONS}, got {precision!r}")
@@ -208,7 +218,9 @@ def build(name: str, shape: LSTMShape, device: str | torch.device = "cpu", preci
     dev = device if isinstance(device, torch.device) else resolve_device(device)
     if reason := row.unavailable(dev, precision):
         raise Skip(f"{name} at {precision} on {dev.type}: {reason}")
-    return row.factory(shape, dev, precision, phase, weights or LSTMWeights.random(shape, seed))
+    if weights is None and not row.workload:  # whole models keep their frameworks' own initialisation
+        weights = LSTMWeights.random(shape, seed)
+    return row.factory(shape, dev, precision, phase, weights, dict(config or {}))
 
 
 class NotFused(RuntimeError):
@@ -228,9 +240,10 @@ def check_fused(k: Built) -> Built:
 
 def measure_point(point, device: torch.device, **measure_kwargs) -> PointResult:
     """Build `point.kernel`, check what it runs and time its step: the `measure_point` of kernel sweeps."""
-    k = check_fused(build(point.kernel, point.shape, device, point.precision, point.phase))
+    k = check_fused(build(point.kernel, point.shape, device, point.precision, point.phase, config=point.config))
     m = measure(k.step, sync=k.sync, **measure_kwargs)
-    return PointResult(measurement=m, flops=point.shape.flops(point.phase), observed=k.observe(),
+    flops = k.flops if k.flops is not None else point.shape.flops(point.phase)
+    return PointResult(measurement=m, flops=flops, observed=k.observe(),
                    predicted_kernel=k.predicted_kernel,
                    compute_dtype=k.compute_dtype)
 

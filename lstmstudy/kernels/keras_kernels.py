@@ -22,7 +22,7 @@ on the torch backend this module never imports TensorFlow (only `tf_sync` and th
 from __future__ import annotations
 
 import importlib.util
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from functools import cache, partial
 
@@ -90,7 +90,7 @@ class _Runner:
 
 
 def _build(name: str, layer_kwargs: dict[str, object], shape: LSTMShape, device: torch.device,
-           precision: str, phase: str, weights: LSTMWeights) -> Built:
+           precision: str, phase: str, weights: LSTMWeights, config: Mapping[str, object]) -> Built:
     """Build `shape.layers` stacked `keras.layers.LSTM(**layer_kwargs)` layers loaded with `weights`."""
     if weights.shape != shape:
         raise ValueError(f"weights are for {weights.shape}, not {shape}")

@@ -24,7 +24,7 @@ a mismatch with the precision asked for (`kernels.checked_compute_dtype`).
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from contextlib import ExitStack, contextmanager, nullcontext, suppress
 from functools import cache, partial
 
@@ -376,7 +376,8 @@ def _module_factory(vendor: bool):
     """`torch.fused` (vendor=True) and `torch.native` (vendor=False): nn.LSTM, library on or off."""
     name = "torch.fused" if vendor else "torch.native"
 
-    def factory(shape: LSTMShape, device: torch.device, precision: str, phase: str, weights: LSTMWeights) -> Built:
+    def factory(shape: LSTMShape, device: torch.device, precision: str, phase: str, weights: LSTMWeights,
+                config: Mapping[str, object]) -> Built:
         held = _holds_compute_type(device, precision)
         dtype = DTYPES[precision] if held else torch.float32
         module = nn.LSTM(shape.features, shape.hidden, num_layers=shape.layers, bidirectional=shape.bidirectional,
@@ -400,7 +401,8 @@ def _loop_factory(name: str, cell: type[nn.LSTMCell], compiled: bool = False):
     eagerly without error. An earlier `torch.compiled` build then recompiles on its next call.
     """
 
-    def factory(shape: LSTMShape, device: torch.device, precision: str, phase: str, weights: LSTMWeights) -> Built:
+    def factory(shape: LSTMShape, device: torch.device, precision: str, phase: str, weights: LSTMWeights,
+                config: Mapping[str, object]) -> Built:
         stack = CellStack(shape, cell).to(device)
         params = _load(stack.canonical(), weights)
         if compiled:
@@ -431,7 +433,8 @@ def _raw_weights(shape: LSTMShape, device: torch.device, precision: str, weights
     return params
 
 
-def raw_factory(shape: LSTMShape, device: torch.device, precision: str, phase: str, weights: LSTMWeights) -> Built:
+def raw_factory(shape: LSTMShape, device: torch.device, precision: str, phase: str, weights: LSTMWeights,
+                config: Mapping[str, object]) -> Built:
     """`torch.raw`: `torch._VF.lstm` on pre-flattened, pre-cast weights (no module, no autocast).
 
     Weights and input are held in the compute type, as DeepBench does, so no per-call cast is timed.
@@ -453,7 +456,7 @@ def raw_factory(shape: LSTMShape, device: torch.device, precision: str, phase: s
 
 
 def raw_noinput_factory(shape: LSTMShape, device: torch.device, precision: str, phase: str,
-                        weights: LSTMWeights) -> Built:
+                        weights: LSTMWeights, config: Mapping[str, object]) -> Built:
     """`torch.raw_noinput`: the recurrence alone, like DeepBench's `CUDNN_SKIP_INPUT` runs.
 
     PyTorch exposes no skip-input mode, so the honest simplest equivalent is used: the input
