@@ -3,13 +3,14 @@ their confidence intervals, one facet per hardware set, units on every axis."""
 
 from __future__ import annotations
 
+import textwrap
 from collections.abc import Sequence
 
 import matplotlib.pyplot as plt
 import numpy as np
 import pandas as pd
 import seaborn as sns
-from matplotlib.ticker import FuncFormatter
+from matplotlib.ticker import FixedLocator, FormatStrFormatter, FuncFormatter, NullFormatter
 
 sns.set_theme(context="notebook", style="whitegrid")
 
@@ -134,4 +135,221 @@ def curves(frame: pd.DataFrame, x: str, y: str, *, lo: str | None = None, hi: st
         grid.set_titles(template="{row_name}" if row else "{col_name}")
     grid.set_axis_labels(xlabel, ylabel)
     grid.add_legend(title=hue_title or hue)
+    return grid
+
+
+# --- speed-ups over fp32 (claim 3's page) ------------------------------------------------------------------
+
+def speedup_by_batch(table: pd.DataFrame) -> sns.FacetGrid | None:
+    """Speed-up over fp32 (x) against batch size, one line per `series` (precision and phase) with the bootstrap
+    95% interval shaded, a row per hardware set and a column per `shape`; None for an empty table.
+
+    `table` has mixed precision's `by_batch` layout: hardware_id, shape, series, batch, ratio, ratio_lo, ratio_hi.
+    """
+    grid = curves(table, x="batch", y="ratio", lo="ratio_lo", hi="ratio_hi", hue="series", row="hardware_id",
+                  col="shape", xlabel="batch size", ylabel="speed-up over fp32 (x)", hue_title="precision, phase",
+                  hline=1.0)
+    for ax in grid.axes.flat if grid is not None else []:
+        lo, hi = ax.get_ylim()
+        for ticks in ((0.5, 0.67, 0.8, 1, 1.25, 1.5, 2), (0.1, 0.2, 0.5, 1, 2, 5, 10), (0.01, 0.1, 1, 10, 100)):
+            inside = [t for t in ticks if lo <= t <= hi]
+            if ticks[0] <= lo and hi <= ticks[-1]:  # the finest set that spans the axis
+                break
+        ax.yaxis.set_major_locator(FixedLocator(inside))
+        ax.yaxis.set_major_formatter(FormatStrFormatter("%g"))
+        ax.yaxis.set_minor_formatter(NullFormatter())
+        ax.xaxis.set_major_formatter(FormatStrFormatter("%g"))
+    return grid
+
+
+def speedup_heatmaps(table: pd.DataFrame, rows: pd.DataFrame, kernel: str,
+                     precisions: Sequence[str]) -> list[plt.Figure]:
+    """Speed-up over fp32 (x) of `kernel` as hidden size x timesteps heatmaps: one figure per hardware set and
+    batch size with at least two cells, a row per low precision (in the order of `precisions`) and a column per
+    phase. A precision and phase that did not run shows its reason instead of a map.
+
+    `table` has mixed precision's `speedups` layout (one row per low-precision / fp32 pair); `rows` are the stored
+    result rows it came from, which say what was attempted and why a cell did not run (`status`, `error`).
+    """
+    table = table[table.kernel == kernel]
+    mine = rows[rows.kernel == kernel] if not rows.empty else rows
+    figures = []
+    for (hardware_id, batch), part in table.groupby(["hardware_id", "batch"], sort=True):
+        if len(part[["hidden", "timesteps"]].drop_duplicates()) < 2:
+            continue  # a batch size of the batch sweep: one cell, shown in the batch figure instead
+        cells = mine[(mine.hardware_id == hardware_id) & (mine.batch == batch)]
+        low = [p for p in precisions if p in set(cells.precision)]
+        phases = sorted(cells.phase.unique())
+        fig, axes = plt.subplots(len(low), len(phases), squeeze=False, figsize=(4.6 * len(phases), 3.4 * len(low)))
+        for i, precision in enumerate(low):
+            for j, phase in enumerate(phases):
+                ax = axes[i][j]
+                here = part[(part.precision == precision) & (part.phase == phase)]
+                title = f"{hardware_id}\n{kernel}, {precision} over fp32, {phase}, batch {batch}"
+                if here.empty:
+                    reasons = cells[(cells.precision == precision) & (cells.phase == phase)
+                                    & (cells.status != "ok")].error.unique()
+                    ax.text(0.5, 0.5, "not measured:\n" + _wrap(reasons[0] if len(reasons) else "no fp32 pair"),
+                            ha="center", va="center", fontsize=8, transform=ax.transAxes)
+                    ax.set(title=title, xticks=[], yticks=[])
+                    ax.title.set_fontsize(9)
+                    continue
+                pivot = here.pivot_table(index="hidden", columns="timesteps", values="ratio")
+                heatmap(pivot, title=title, xlabel="timesteps", ylabel="hidden size",
+                        cbar_label="speed-up over fp32 (x)", ax=ax, log=True)
+                ax.title.set_fontsize(9)
+        fig.tight_layout()
+        figures.append(fig)
+    return figures
+
+
+def _wrap(text: str, width: int = 48) -> str:
+    return "\n".join(textwrap.wrap(str(text), width)[:6])
+
+
+# --- energy (claim 6's page) ---------------------------------------------------------------------------------
+
+def energy_bars(table: pd.DataFrame, kernel_order: Sequence[str], precision_order: Sequence[str], *,
+                height: float = 3.2) -> list[sns.FacetGrid]:
+    """GPU energy in J per 1,000 sequences per kernel (bars: total; hatched: above idle), hue = precision; one
+    figure per hardware set, panels by phase (rows) and shape (columns), linear axes from zero so the two parts
+    compare. Kernels and precisions follow `kernel_order` and `precision_order` (others after, sorted).
+
+    `table` has energy's `energy_table` layout (hardware_id, kernel, precision, phase, shape, j_per_1k_seq,
+    above_idle_j_per_1k_seq). Returns the FacetGrids (an empty list for an empty table).
+    """
+    grids = []
+    order = [k for k in kernel_order if k in set(table.kernel)] + sorted(set(table.kernel) - set(kernel_order))
+    for hardware_id, part in table.groupby("hardware_id", sort=True):
+        hue_order = [p for p in precision_order if p in set(part.precision)]
+        grid = sns.catplot(part, x="kernel", y="j_per_1k_seq", hue="precision", col="shape", row="phase",
+                           kind="bar", order=order, hue_order=hue_order, errorbar=None, height=height,
+                           aspect=1.3, sharey=False)
+        for (phase, shape), ax in grid.axes_dict.items():
+            facet = part[(part["phase"] == phase) & (part["shape"] == shape)]
+            for container, precision in zip(list(ax.containers)[:len(hue_order)], hue_order):
+                values = facet[facet.precision == precision].set_index("kernel").above_idle_j_per_1k_seq
+                for bar, kernel in zip(container, order):
+                    value = values.get(kernel, np.nan)
+                    if np.isfinite(value) and np.isfinite(bar.get_height()):
+                        ax.bar(bar.get_x() + bar.get_width() / 2, value, width=bar.get_width(), fill=False,
+                               hatch="///", edgecolor="black", linewidth=0.5)
+            ax.set_ylim(bottom=0)
+            ax.set_title(f"{hardware_id}\n{phase}, {shape}", fontsize=9)
+            for label in ax.get_xticklabels():
+                label.set(rotation=30, horizontalalignment="right")
+        grid.set_axis_labels("kernel", "J per 1,000 sequences")
+        grid.figure.suptitle("GPU energy per 1,000 sequences. Bars: total; hatched: above idle", y=1.02, fontsize=10)
+        grids.append(grid)
+    return grids
+
+
+def energy_vs_time(ratios: pd.DataFrame, precision_order: Sequence[str], *, reproduced_from: float,
+                   partly_from: float, height: float = 3.6) -> sns.FacetGrid | None:
+    """Energy per sequence ratio (fallback / fused, x) against time ratio (x), log-log, one panel per hardware set:
+    on the dashed diagonal the fallback costs energy in proportion to its time; the verdict's bands are marked
+    where they start (`reproduced_from` green, `partly_from` orange) and 1x grey.
+
+    `ratios` has energy's `energy_ratios` layout (hardware_id, kernel, precision, time_ratio, energy_ratio);
+    markers follow `precision_order`. None for an empty table.
+    """
+    if ratios.empty:
+        return None
+    grid = sns.relplot(ratios, x="time_ratio", y="energy_ratio", hue="kernel", style="precision", col="hardware_id",
+                       style_order=[p for p in precision_order if p in set(ratios.precision)], kind="scatter", s=70,
+                       height=height, aspect=1.2, facet_kws={"sharex": False, "sharey": False})
+    for ax in grid.axes.flat:
+        ax.set_xscale("log")
+        ax.set_yscale("log")
+        lo = min(ax.get_xlim()[0], ax.get_ylim()[0], 0.8)
+        hi = max(ax.get_xlim()[1], ax.get_ylim()[1], 2.5)
+        ax.plot([lo, hi], [lo, hi], color="black", linewidth=1, linestyle="--", label="energy = time")
+        ax.axhline(reproduced_from, color="tab:green", linewidth=1)
+        ax.axhline(partly_from, color="tab:orange", linewidth=1)
+        ax.axhline(1.0, color="grey", linewidth=0.8)
+        ax.set(xlim=(lo, hi), ylim=(lo, hi))
+    grid.set_axis_labels("time ratio, fallback / fused (x)", "energy per sequence ratio, fallback / fused (x)")
+    grid.set_titles(col_template="{col_name}")
+    return grid
+
+
+# --- padding and bucketing (claim 5's page) ------------------------------------------------------------------
+
+def length_histogram(lengths: np.ndarray, boundaries: Sequence[int], *, title: str) -> plt.Axes:
+    """A corpus' sentence lengths (tokens) as a histogram, one bin per length, the static bucket boundaries
+    dashed."""
+    fig, ax = plt.subplots(figsize=(7, 3.2))
+    sns.histplot(x=np.asarray(lengths), binwidth=1, ax=ax, color="tab:blue")
+    for b in boundaries:
+        ax.axvline(b + 0.5, color="tab:orange", linestyle="--", linewidth=1)
+    ax.set(xlabel="sentence length (tokens)", ylabel="sentences", title=title)
+    return ax
+
+
+def waste_bars(table: pd.DataFrame, *, title: str) -> plt.Axes:
+    """Timesteps computed per epoch by each batching plan (millions), a horizontal bar split into real steps and
+    padding, each labelled with its padding fraction.
+
+    `table` has bucketing's `waste_table` layout (plan, real_steps, padded_steps, waste_fraction).
+    """
+    t = table.set_index("plan")
+    fig, ax = plt.subplots(figsize=(7, 0.55 * len(t) + 1.4))
+    real = t.real_steps / 1e6
+    pad = (t.padded_steps - t.real_steps) / 1e6
+    ax.barh(t.index, real, color="tab:blue", label="real steps")
+    ax.barh(t.index, pad, left=real, color="tab:red", alpha=0.6, label="padding")
+    for y, (p, w) in enumerate(zip(t.padded_steps / 1e6, t.waste_fraction)):
+        ax.text(p, y, f"  {w:.0%} padding", va="center", fontsize=9)
+    ax.invert_yaxis()
+    ax.set(xlabel="timesteps computed per epoch (millions of sentence-steps)", ylabel="", title=title)
+    ax.set_xlim(0, float((t.padded_steps / 1e6).max()) * 1.3)
+    ax.legend(loc="lower right")
+    return ax
+
+
+def epoch_bars(table: pd.DataFrame, plan_order: Sequence[str]) -> sns.FacetGrid:
+    """Estimated time per epoch (s) per batching plan (in `plan_order`) and kernel: bars at the median, whiskers
+    the interquartile range, one panel per hardware set.
+
+    `table` has bucketing's `epoch_times` layout (hardware_id, kernel, plan, epoch_s, epoch_p25_s, epoch_p75_s),
+    one setting per hardware set (its `largest_settings`).
+    """
+    grid = sns.catplot(table, x="plan", y="epoch_s", hue="kernel", col="hardware_id", kind="bar", errorbar=None,
+                       order=list(plan_order), hue_order=sorted(table.kernel.unique()), height=3.6, aspect=1.4,
+                       sharey=False)
+    for ax, (_, facet) in zip(grid.axes.flat, table.groupby("hardware_id", sort=True)):
+        for container, (_, part) in zip(ax.containers, facet.groupby("kernel", sort=True)):
+            part = part.set_index("plan").reindex(list(plan_order))
+            centres = [bar.get_x() + bar.get_width() / 2 for bar in container]
+            ax.errorbar(centres, part.epoch_s, yerr=[part.epoch_s - part.epoch_p25_s, part.epoch_p75_s - part.epoch_s],
+                        fmt="none", color="black", capsize=3, linewidth=1)
+        for label in ax.get_xticklabels():
+            label.set(rotation=20, horizontalalignment="right")
+    grid.set_axis_labels("batching plan", "estimated time per epoch (s)")
+    grid.set_titles(col_template="{col_name}")
+    return grid
+
+
+def speedup_bars(table: pd.DataFrame, baseline: str, plan_order: Sequence[str], *, seed_speedup: float,
+                 reproduced_from: float) -> sns.FacetGrid:
+    """Each batching plan's epoch-time speed-up over `baseline` (x) per kernel, with bootstrap 95% intervals, one
+    panel per hardware set; diamonds mark the padded-work ratio, dashed the seed's `seed_speedup` and dotted the
+    rule's `reproduced_from`. Plans follow `plan_order` (the baseline left out).
+
+    `table` has bucketing's `speedups` layout (hardware_id, kernel, plan, ratio, ratio_lo, ratio_hi, work_ratio),
+    the rows over `baseline` of one setting per hardware set (its `largest_settings`).
+    """
+    part = table.sort_values(["hardware_id", "kernel"])  # ratio_bars pairs bars and hues sorted
+    grid = ratio_bars(part, x="plan", hue="kernel", xlabel="batching plan", ylabel=f"speed-up over {baseline} (x)",
+                      order=[p for p in plan_order if p != baseline])
+    for ax, (_, facet) in zip(grid.axes.flat, part.groupby("hardware_id", sort=True)):
+        work = facet.groupby("plan").work_ratio.first()
+        ticks = [(x, t.get_text()) for x, t in zip(ax.get_xticks(), ax.get_xticklabels()) if t.get_text() in work]
+        ax.scatter([x for x, _ in ticks], [work[name] for _, name in ticks], marker="D", s=30, color="black",
+                   zorder=5, label="padded-work ratio")
+        ax.axhline(seed_speedup, color="tab:orange", linestyle="--", linewidth=1.5, label=f"seed: {seed_speedup}x")
+        ax.axhline(reproduced_from, color="tab:green", linestyle=":", linewidth=1.5,
+                   label=f"rule: reproduced from {reproduced_from}x")
+        handles = [h for h in (*ax.get_lines(), *ax.collections) if not h.get_label().startswith("_")]
+        ax.legend(handles=handles, loc="upper left", fontsize=8, framealpha=0.9)
     return grid

@@ -273,22 +273,31 @@ def test_other_bad_parameters_name_themselves(bad):
 
 # --- the page's figures -------------------------------------------------------------------------
 
+def _energy_vs_time(data):
+    return plots.energy_vs_time(claim.energy_ratios(data), claim.PRECISIONS, reproduced_from=claim.REPRODUCED[0],
+                                partly_from=claim.PARTLY[0])
+
+
 def test_figures_draw_a_gpu_set_and_nothing_without_one(tmp_path):
     gpu_set(2.5, tmp_path)
     cpu_skipped_set(tmp_path)
     data = results.load(claim.NAME, tmp_path)
-    grids = claim.plot_energy(data)
+    grids = plots.energy_bars(claim.energy_table(data), claim.KERNELS, claim.PRECISIONS)
     assert len(grids) == 1 and len(grids[0].axes.flat) == 4  # 2 phases x 2 shapes
     assert "J" in grids[0].axes.flat[0].get_ylabel() and "h100" in grids[0].axes.flat[0].get_title()
     for ax in grids[0].axes.flat:  # every panel: 6 kernels x 2 precisions, each with its hatched above-idle part
         assert sum(patch.get_hatch() == "///" for patch in ax.patches) == 6 * 2
-    assert claim.plot_proportion(data) is not None
+    proportion = _energy_vs_time(data)
+    assert proportion is not None and len(proportion.axes.flat) == 1  # the one GPU set
+    levels = {line.get_ydata()[0] for line in proportion.axes.flat[0].get_lines() if len(set(line.get_ydata())) == 1}
+    assert {claim.REPRODUCED[0], claim.PARTLY[0], 1.0} <= levels  # the verdict's bands and 1x marked
     amp = claim.amp_summary(data)
     plots.ratio_bars(amp, x="kernel", hue="case", xlabel="kernel", ylabel="AMP / fp32 (x)")
     assert not claim.summary(data).empty and "Energy was measured on" in claim.status_note(data)
     plt.close("all")
     cpu_only = data[data.device_kind == "cpu"]
-    assert claim.plot_energy(cpu_only) == [] and claim.plot_proportion(cpu_only) is None
+    assert plots.energy_bars(claim.energy_table(cpu_only), claim.KERNELS, claim.PRECISIONS) == []
+    assert _energy_vs_time(cpu_only) is None
     assert claim.amp_summary(cpu_only).empty and "not measured" in claim.status_note(cpu_only)
 
 

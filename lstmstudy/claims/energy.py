@@ -79,6 +79,8 @@ HEADLINE: tuple[str, ...] = cudnn_fallback.HEADLINE["cuda"]
 KERNELS: tuple[str, ...] = ("torch.fused", "torch.native", "torch.cell_loop",
                             "keras.cudnn_auto", "keras.relu", "keras.recurrent_dropout")
 QUICK_KERNELS: tuple[str, ...] = ("torch.fused", "torch.native")
+#: every precision, in the order the page's figures show them
+PRECISIONS: tuple[str, ...] = sweep.PRECISIONS
 IDLE_KERNEL = "nvml.idle"
 IDLE_SHAPE = LSTMShape(batch=1, timesteps=1, features=1, hidden=1)  # placeholder: an idle window has no shape
 #: a window must last at least this long to be sized at all (the counter updates every ~100 ms)
@@ -378,65 +380,6 @@ def summary(results: pd.DataFrame) -> pd.DataFrame:
         return pd.DataFrame(columns=list(columns.values()))
     return (table.sort_values(["hardware_id", "batch", "phase", "kernel", "precision"])[list(columns)]
             .rename(columns=columns).reset_index(drop=True))
-
-
-def plot_energy(results: pd.DataFrame, *, height: float = 3.2):
-    """J per 1,000 sequences per kernel (bars: total; hatched: above idle), hue = precision; one figure per
-    hardware set, panels by phase (rows) and shape (columns), linear axes from zero so the two parts
-    compare. Returns the FacetGrids (an empty list without data)."""
-    import seaborn as sns
-
-    table = energy_table(results)
-    grids = []
-    order = [k for k in KERNELS if k in set(table.kernel)] + sorted(set(table.kernel) - set(KERNELS))
-    for hardware_id, part in table.groupby("hardware_id", sort=True):
-        hue_order = [p for p in sweep.PRECISIONS if p in set(part.precision)]
-        grid = sns.catplot(part, x="kernel", y="j_per_1k_seq", hue="precision", col="shape", row="phase",
-                           kind="bar", order=order, hue_order=hue_order, errorbar=None, height=height,
-                           aspect=1.3, sharey=False)
-        for (phase, shape), ax in grid.axes_dict.items():
-            facet = part[(part["phase"] == phase) & (part["shape"] == shape)]
-            for container, precision in zip(list(ax.containers)[:len(hue_order)], hue_order):
-                values = facet[facet.precision == precision].set_index("kernel").above_idle_j_per_1k_seq
-                for bar, kernel in zip(container, order):
-                    value = values.get(kernel, np.nan)
-                    if np.isfinite(value) and np.isfinite(bar.get_height()):
-                        ax.bar(bar.get_x() + bar.get_width() / 2, value, width=bar.get_width(), fill=False,
-                               hatch="///", edgecolor="black", linewidth=0.5)
-            ax.set_ylim(bottom=0)
-            ax.set_title(f"{hardware_id}\n{phase}, {shape}", fontsize=9)
-            for label in ax.get_xticklabels():
-                label.set(rotation=30, horizontalalignment="right")
-        grid.set_axis_labels("kernel", "J per 1,000 sequences")
-        grid.figure.suptitle("GPU energy per 1,000 sequences. Bars: total; hatched: above idle", y=1.02, fontsize=10)
-        grids.append(grid)
-    return grids
-
-
-def plot_proportion(results: pd.DataFrame, *, height: float = 3.6):
-    """Energy ratio (fallback / fused, per sequence) against time ratio, log-log: on the diagonal the
-    fallback costs energy in proportion to its time; the verdict's 2x and 1.25x lines marked."""
-    import seaborn as sns
-
-    table = energy_ratios(results)
-    if table.empty:
-        return None
-    grid = sns.relplot(table, x="time_ratio", y="energy_ratio", hue="kernel", style="precision", col="hardware_id",
-                       style_order=[p for p in sweep.PRECISIONS if p in set(table.precision)], kind="scatter", s=70,
-                       height=height, aspect=1.2, facet_kws={"sharex": False, "sharey": False})
-    for ax in grid.axes.flat:
-        ax.set_xscale("log")
-        ax.set_yscale("log")
-        lo = min(ax.get_xlim()[0], ax.get_ylim()[0], 0.8)
-        hi = max(ax.get_xlim()[1], ax.get_ylim()[1], 2.5)
-        ax.plot([lo, hi], [lo, hi], color="black", linewidth=1, linestyle="--", label="energy = time")
-        ax.axhline(REPRODUCED[0], color="tab:green", linewidth=1)
-        ax.axhline(PARTLY[0], color="tab:orange", linewidth=1)
-        ax.axhline(1.0, color="grey", linewidth=0.8)
-        ax.set(xlim=(lo, hi), ylim=(lo, hi))
-    grid.set_axis_labels("time ratio, fallback / fused (x)", "energy per sequence ratio, fallback / fused (x)")
-    grid.set_titles(col_template="{col_name}")
-    return grid
 
 
 def amp_summary(results: pd.DataFrame) -> pd.DataFrame:

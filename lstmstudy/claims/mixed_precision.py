@@ -23,10 +23,9 @@ from __future__ import annotations
 from collections.abc import Sequence
 from functools import partial
 
-import matplotlib.pyplot as plt
 import pandas as pd
 
-from lstmstudy import kernels, plots, sweep
+from lstmstudy import kernels, sweep
 from lstmstudy.claims import Claim, Outcome, Verdict, timing_options
 from lstmstudy.observe import what_ran
 from lstmstudy.parameters import check_choices, check_positive_ints
@@ -280,73 +279,6 @@ def by_batch(results: pd.DataFrame) -> pd.DataFrame:
     out = out.assign(series=out.precision + " " + out.phase,
                      shape="H=" + out.hidden.astype(str) + " T=" + out.timesteps.astype(str))
     return out.astype({"batch": int}).sort_values(["hardware_id", "series", "batch"]).reset_index(drop=True)
-
-
-def batch_figure(results: pd.DataFrame):
-    """`by_batch` as curves: speed-up against batch size, one line per precision and phase, the bootstrap
-    95% interval shaded, one panel per hardware set; None when no hardware set has a batch sweep."""
-    from matplotlib.ticker import FixedLocator, FormatStrFormatter, NullFormatter
-
-    grid = plots.curves(by_batch(results), x="batch", y="ratio", lo="ratio_lo", hi="ratio_hi", hue="series",
-                        row="hardware_id", col="shape", xlabel="batch size", ylabel="speed-up over fp32 (x)",
-                        hue_title="precision, phase", hline=1.0)
-    for ax in grid.axes.flat if grid is not None else []:
-        lo, hi = ax.get_ylim()
-        for ticks in ((0.5, 0.67, 0.8, 1, 1.25, 1.5, 2), (0.1, 0.2, 0.5, 1, 2, 5, 10), (0.01, 0.1, 1, 10, 100)):
-            inside = [t for t in ticks if lo <= t <= hi]
-            if ticks[0] <= lo and hi <= ticks[-1]:  # the finest set that spans the axis
-                break
-        ax.yaxis.set_major_locator(FixedLocator(inside))
-        ax.yaxis.set_major_formatter(FormatStrFormatter("%g"))
-        ax.yaxis.set_minor_formatter(NullFormatter())
-        ax.xaxis.set_major_formatter(FormatStrFormatter("%g"))
-    return grid
-
-
-# --- heatmaps ---------------------------------------------------------------------------------------------
-
-def heatmaps(results: pd.DataFrame, kernel: str = HEADLINE_KERNEL) -> list[plt.Figure]:
-    """Speed-up over fp32 as hidden size x timesteps heatmaps: one figure per hardware set and batch size
-    (those with at least two cells), a row per low precision and a column
-    per phase. A precision and phase that did not run shows its reason instead of a map."""
-    table = speedups(results)
-    table = table[table.kernel == kernel]
-    mine = results[results.kernel == kernel] if not results.empty else results
-    figures = []
-    for (hardware_id, batch), part in table.groupby(["hardware_id", "batch"], sort=True):
-        if len(part[["hidden", "timesteps"]].drop_duplicates()) < 2:
-            continue  # a batch size of the batch sweep: one cell, shown in the batch figure instead
-        cells = mine[(mine.hardware_id == hardware_id) & (mine.batch == batch)]
-        precisions = [p for p in LOW_PRECISIONS if p in set(cells.precision)]
-        phases = sorted(cells.phase.unique())
-        fig, axes = plt.subplots(len(precisions), len(phases), squeeze=False,
-                                 figsize=(4.6 * len(phases), 3.4 * len(precisions)))
-        for i, precision in enumerate(precisions):
-            for j, phase in enumerate(phases):
-                ax = axes[i][j]
-                here = part[(part.precision == precision) & (part.phase == phase)]
-                title = f"{hardware_id}\n{kernel}, {precision} over fp32, {phase}, batch {batch}"
-                if here.empty:
-                    reasons = cells[(cells.precision == precision) & (cells.phase == phase)
-                                    & (cells.status != "ok")].error.unique()
-                    ax.text(0.5, 0.5, "not measured:\n" + _wrap(reasons[0] if len(reasons) else "no fp32 pair"),
-                            ha="center", va="center", fontsize=8, transform=ax.transAxes)
-                    ax.set(title=title, xticks=[], yticks=[])
-                    ax.title.set_fontsize(9)
-                    continue
-                pivot = here.pivot_table(index="hidden", columns="timesteps", values="ratio")
-                plots.heatmap(pivot, title=title, xlabel="timesteps", ylabel="hidden size",
-                              cbar_label="speed-up over fp32 (x)", ax=ax, log=True)
-                ax.title.set_fontsize(9)
-        fig.tight_layout()
-        figures.append(fig)
-    return figures
-
-
-def _wrap(text: str, width: int = 48) -> str:
-    import textwrap
-
-    return "\n".join(textwrap.wrap(str(text), width)[:6])
 
 
 _COMMON = dict(timesteps=[16, 128], batches=[32], batch_sweep=[1, 8, 128], sweep_hidden=256, keras_cpu_hidden=256,
