@@ -104,5 +104,20 @@ def test_ci_brackets_the_median(samples):
 def test_cuda_sync_is_needed_and_used():
     a = torch.randn(4096, 4096, device="cuda")
     synced = timing.measure(lambda: a @ a, sync=timing.sync_for("cuda"), min_samples=5, max_time=2)
-    assert synced.sync.endswith("synchronize")
+    assert synced.sync == "cuda-events"
     assert timing.sync_for("cpu") is None
+
+
+@pytest.mark.gpu
+def test_cuda_events_agree_with_the_host_clock_and_leave_out_its_overhead():
+    """Events time the GPU's own timeline: close to the host clock with a synchronize on a long step, and
+    without the synchronize's few microseconds on a tiny one."""
+    a = torch.randn(4096, 4096, device="cuda")
+    host_sync = lambda: torch.cuda.synchronize()  # noqa: E731 - a plain callable: the host clock times it
+    for step, close in ((lambda: a @ a, 0.05), (lambda: a[:8, :8] + 1, None)):
+        events = timing.measure(step, sync=timing.sync_for("cuda"), min_samples=20, max_time=2)
+        host = timing.measure(step, sync=host_sync, min_samples=20, max_time=2)
+        assert events.sync == "cuda-events" and host.sync != "cuda-events"
+        assert events.median <= host.median * 1.02
+        if close is not None:
+            assert events.median == pytest.approx(host.median, rel=close)
