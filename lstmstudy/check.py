@@ -17,6 +17,7 @@ import torch
 from lstmstudy import hardware, kernels
 from lstmstudy.backends import chosen_note, keras_backend
 from lstmstudy.errors import StudyError
+from lstmstudy.observe import what_ran
 from lstmstudy.shapes import LSTMShape
 from lstmstudy.timing import sync_for
 
@@ -42,13 +43,14 @@ def _kernel(name: str, device: torch.device, precision: str, expected: str | Non
     label = f"{name} {precision} train"
     try:
         built = kernels.build(name, SHAPE, device, precision, "train")
-        seen, dtype = built.observed_kernel(), built.compute_dtype
+        seen, dtype = built.observed_kernel() or built.predicted_kernel, built.compute_dtype
+        shown = what_ran(built.observed_kernel(), built.predicted_kernel)
     except StudyError as exc:  # a Skip: this precision cannot run here
         return Check(label, f"skipped: {exc}", None)
     except Exception as exc:  # noqa: BLE001 - any failure here would fail the sweep too
         return Check(label, f"{type(exc).__name__}: {str(exc).splitlines()[0] if str(exc) else ''}", False)
     ok = (expected is None or seen == expected) and dtype == EXPECTED_DTYPE[precision]
-    return Check(label, f"ran {seen or '?'}, computed in {dtype or '?'}", ok)
+    return Check(label, f"ran {shown}, computed in {dtype or '?'}", ok)
 
 
 def _energy(device: torch.device) -> Check:

@@ -1,8 +1,8 @@
 """The hardware limit an LSTM is judged against: this device's sustained GEMM throughput.
 
 An LSTM is a chain of matrix products, so the best a kernel can hope for is the FLOP/s of a large
-square matmul on the same device, precision and thread count. `measure` times one (2048 on a CPU,
-8192 on a GPU) per precision the device supports and stores the rows with the fingerprint in
+square matmul on the same device, precision and thread count. `measure` times one (2048 on a CPU, 1024
+for its 16-bit types; 8192 on a GPU) per precision the device supports and stores the rows in
 `results/roofline/<hardware_id>.csv`; `limits` reads back the best FLOP/s per precision and
 `fraction` expresses any achieved FLOP/s as a share of it.
 
@@ -26,6 +26,9 @@ CLAIM = "roofline"
 KERNEL = "gemm"
 DEFAULT_SIZES = {"cpu": (2048,), "cuda": (8192,)}
 QUICK_SIZES = {"cpu": (256,), "cuda": (1024,)}
+#: 16-bit GEMMs on a CPU without native support (fp16 on most CPUs) run at 1-2 GFLOP/s: seconds per
+#: 2048 product. They are measured at 1024, which is as large as an LSTM's gate GEMM gets on a CPU here.
+CPU_16BIT_SIZES = (1024,)
 
 
 def gemm_point(n: int, precision: str) -> Point:
@@ -41,9 +44,17 @@ def measure(device: str = "auto", sizes: Iterable[int] | None = None, quick: boo
     `quick` uses small matrices and short timing: enough to check the plumbing, not a real limit.
     """
     dev = hardware.resolve_device(device)
-    chosen = tuple(sizes) if sizes is not None else (QUICK_SIZES if quick else DEFAULT_SIZES)[dev.type]
-    timing = dict(warmup=1, min_time=0.05, max_time=0.5, min_samples=5) if quick else dict(warmup=3, min_time=1.0)
-    points = [gemm_point(n, precision) for precision in precisions for n in chosen]
+    def chosen(precision: str) -> tuple[int, ...]:
+        if sizes is not None:
+            return tuple(sizes)
+        if quick:
+            return QUICK_SIZES[dev.type]
+        return CPU_16BIT_SIZES if dev.type == "cpu" and precision != "fp32" else DEFAULT_SIZES[dev.type]
+
+    # a few samples suffice for one large product; a slow (emulated) precision must not take minutes
+    timing = (dict(warmup=1, min_time=0.05, max_time=0.5, min_samples=5) if quick
+              else dict(warmup=1, min_time=1.0, min_samples=3))
+    points = [gemm_point(n, precision) for precision in precisions for n in chosen(precision)]
     return sweep.run(CLAIM, points, kernels.measurer(**timing), device=str(dev),
                      **{"progress": False, **sweep_options})
 
