@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import subprocess
 import sys
 from pathlib import Path
@@ -80,6 +81,9 @@ def cmd_measure(args: argparse.Namespace) -> int:
     device = str(hardware.resolve_device(args.device))  # fail before anything else if the device is not here
     if note := chosen_note():
         print(f"note: {note}")
+    if device.startswith("cuda") and not os.environ.get("LSTMSTUDY_HOST"):
+        print(f"note: this GPU's result set is named after this host ({hardware.fingerprint(device).hardware_id}); "
+              f"where the hostname changes between runs (a rented VM), set LSTMSTUDY_HOST so they resume one set")
     deadline = Deadline.after(args.deadline)
     left = 0
     log = LOGS / "measure.log"

@@ -86,12 +86,31 @@ def is_fatal_cuda_error(exc: BaseException) -> bool:
     return not isinstance(exc, torch.cuda.OutOfMemoryError) and bool(_FATAL_CUDA.search(str(exc)))
 
 
+#: what a slow point (a cold torch.compile, a masked Keras loop on 8 layers) may take, for the deadline:
+#: a cold compile of the T=100 training step took 69 s on a 2-core CPU
+SLOW_POINT_S = 120.0
+
+
+def device_still_works(device: torch.device) -> bool:
+    """After a failed point on a GPU: can the CUDA context still run a kernel? (Some failures that poison
+    it, such as cuDNN's EXECUTION_FAILED, carry no telling message.) Always True on a CPU."""
+    if device.type != "cuda":
+        return True
+    try:
+        torch.cuda.synchronize(device)
+        (torch.ones(8, device=device) * 2).sum().item()
+        return True
+    except Exception:  # noqa: BLE001 - whatever the error, this process can no longer measure
+        return False
+
+
 @dataclass
 class Deadline:
     """When a measuring command must stop, checked between points across every claim it runs.
 
-    A point is started only if the longest point seen so far would still end before the deadline, and
-    the first point of a command always starts, so every call makes progress and the next one resumes.
+    A point is started only if the longest point seen so far (or, for a slow kernel, `SLOW_POINT_S` if
+    that is longer: a compile or a masked Keras loop) would still end before the deadline, and the first
+    point of a command always starts, so every call makes progress and the next one resumes.
     """
 
     at: float | None = None  # a time.monotonic() value; None: no deadline
@@ -102,10 +121,10 @@ class Deadline:
     def after(cls, seconds: float | None) -> Deadline:
         return cls(None if seconds is None else time.monotonic() + seconds)
 
-    def allows_another(self) -> bool:
+    def allows_another(self, slow: bool = False) -> bool:
         if self.at is None or self.started == 0:
             return True
-        return time.monotonic() + self.longest_s <= self.at
+        return time.monotonic() + max(self.longest_s, SLOW_POINT_S if slow else 0.0) <= self.at
 
     def record(self, seconds: float) -> None:
         self.started += 1
@@ -167,7 +186,7 @@ def label(point: Point) -> str:
 
 def run(claim: str, points: Iterable[Point], measure_point: MeasurePoint, *, device: str = "auto",
         root: Path | None = None, rerun: bool = False, retry_errors: bool = False,
-        deadline: Deadline | None = None, progress: bool = True) -> SweepReport:
+        deadline: Deadline | None = None, slow: frozenset[str] = frozenset(), progress: bool = True) -> SweepReport:
     """Measure every point not yet stored for this hardware, appending one row per point at once.
 
     Stored `ok` and `skipped` rows are done; a stored `error` is measured again only with
@@ -197,7 +216,7 @@ def run(claim: str, points: Iterable[Point], measure_point: MeasurePoint, *, dev
     bar = tqdm(todo, desc=f"{claim} on {fp.hardware_id}", unit="config", disable=not progress)
     with ieee_fp32(dev):
         for index, point in enumerate(bar):
-            if not deadline.allows_another():
+            if not deadline.allows_another(slow=point.kernel in slow):
                 report.left = len(todo) - index
                 break
             bar.set_postfix_str(label(point))
@@ -215,7 +234,7 @@ def run(claim: str, points: Iterable[Point], measure_point: MeasurePoint, *, dev
                 bar.write(f"{claim}: {label(point)} failed: {describe(exc)}")
                 row = make_row(claim, point, dev, fp, status="error", error=describe(exc))
                 report.errors += 1
-                if is_fatal_cuda_error(exc):
+                if is_fatal_cuda_error(exc) or not device_still_works(dev):
                     results.append(claim, fp.hardware_id, [row], root)
                     bar.close()
                     raise DeviceFailed(

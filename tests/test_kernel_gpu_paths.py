@@ -32,7 +32,8 @@ from lstmstudy.kernels.torch_kernels import (
 from lstmstudy.shapes import LSTMShape
 
 SHAPE = LSTMShape(batch=2, timesteps=4, features=3, hidden=5, layers=2, bidirectional=True)
-FLAGS = ((torch.backends.cudnn.rnn, "fp32_precision"), (torch.backends.cuda.matmul, "fp32_precision"))
+FLAGS = ((torch.backends.cudnn.rnn, "fp32_precision"), (torch.backends.cudnn.conv, "fp32_precision"),
+         (torch.backends.cuda.matmul, "fp32_precision"))
 
 
 # --- the dtype the LSTM really computed in ---------------------------------------------------------
@@ -246,7 +247,7 @@ def test_the_sweep_stores_a_failed_capture_and_goes_on(monkeypatch, tmp_path):
 
 @pytest.fixture
 def tf32_flags():
-    """Both flags at "tf32", cuDNN's RNN default, then restored (torch's flag objects defeat monkeypatch)."""
+    """The flags at "tf32", cuDNN's RNN default, then restored (torch's flag objects defeat monkeypatch)."""
     before = [getattr(owner, attr) for owner, attr in FLAGS]
     for owner, attr in FLAGS:
         setattr(owner, attr, "tf32")
@@ -259,19 +260,19 @@ def tf32_flags():
 def test_ieee_fp32_pins_the_gpu_flags_and_restores_them(tf32_flags, device):
     """Setting these flags needs no GPU, so the GPU path itself runs here."""
     with ieee_fp32(device):
-        assert [getattr(owner, attr) for owner, attr in FLAGS] == ["ieee", "ieee"]
-    assert [getattr(owner, attr) for owner, attr in FLAGS] == ["tf32", "tf32"]
+        assert [getattr(owner, attr) for owner, attr in FLAGS] == ["ieee"] * 3
+    assert [getattr(owner, attr) for owner, attr in FLAGS] == ["tf32"] * 3
     with pytest.raises(ValueError), ieee_fp32(device):
         raise ValueError("a failing step")
-    assert [getattr(owner, attr) for owner, attr in FLAGS] == ["tf32", "tf32"]
+    assert [getattr(owner, attr) for owner, attr in FLAGS] == ["tf32"] * 3
 
 
 def test_ieee_fp32_leaves_the_flags_alone_on_a_cpu(tf32_flags):
     with ieee_fp32(torch.device("cpu")):
-        assert [getattr(owner, attr) for owner, attr in FLAGS] == ["tf32", "tf32"]
+        assert [getattr(owner, attr) for owner, attr in FLAGS] == ["tf32"] * 3
 
 
 def test_every_torch_step_runs_under_ieee_fp32(tf32_flags):
     with _backend(torch.device("cuda"), vendor=None):
-        assert [getattr(owner, attr) for owner, attr in FLAGS] == ["ieee", "ieee"]
-    assert [getattr(owner, attr) for owner, attr in FLAGS] == ["tf32", "tf32"]
+        assert [getattr(owner, attr) for owner, attr in FLAGS] == ["ieee"] * 3
+    assert [getattr(owner, attr) for owner, attr in FLAGS] == ["tf32"] * 3

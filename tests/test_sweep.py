@@ -204,3 +204,13 @@ def test_bad_points_are_refused():
         sweep.Point("torch.fake", shape, precision="fp8")
     with pytest.raises(ValueError, match="phase"):
         sweep.Point("torch.fake", shape, phase="eval")
+
+
+def test_a_slow_kernel_gets_room_for_a_compile_before_the_deadline(results_root):
+    deadline = sweep.Deadline.after(60.0)
+    deadline.record(0.01)  # fast points so far: a compile could still take minutes
+    slow = [sweep.Point("torch.compiled", LSTMShape(batch=1, timesteps=4, features=2, hidden=8))]
+    report = sweep.run("demo", grid(2) + slow, lambda p, d: fake_outcome(), device="cpu", progress=False,
+                       deadline=deadline, slow=frozenset({"torch.compiled"}))
+    assert (report.measured, report.left) == (2, 1)
+    assert sweep.device_still_works(torch.device("cpu"))

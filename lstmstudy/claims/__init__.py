@@ -135,7 +135,8 @@ class Claim:
         options = {k: v for k, v in self.parameters(kind, **overrides).items() if k in self.measure_options}
         return self.measure(self.points(kind, quick=quick, **overrides), device=device,
                             min_time=self.min_time if min_time is None else min_time, quick=quick, root=root,
-                            retry_errors=retry_errors, rerun=rerun, deadline=deadline, progress=progress, **options)
+                            retry_errors=retry_errors, rerun=rerun, deadline=deadline, slow=self.slow,
+                            progress=progress, **options)
 
 
 def registry(*, judged_only: bool = False) -> list[Claim]:

@@ -170,8 +170,9 @@ def comparisons(results: pd.DataFrame) -> pd.DataFrame:
     ok = _ok(results)
     rows = []
     for cpu, gpu in pairs(results):
-        c = ok[ok.hardware_id == cpu].set_index(["kernel", "batch"])
-        g = ok[ok.hardware_id == gpu].set_index(["kernel", "batch"])
+        # a Keras row pairs only with a row of the same Keras backend: TensorFlow and torch are two frameworks
+        c = ok[ok.hardware_id == cpu].set_index(["kernel", "batch", "backend"])
+        g = ok[ok.hardware_id == gpu].set_index(["kernel", "batch", "backend"])
         for key in sorted(set(c.index) & set(g.index)):
             ratio, lo, hi = bootstrap_ratio(g.loc[[key]].iloc[-1].samples, c.loc[[key]].iloc[-1].samples)
             faster = "gpu" if hi < 1 else "cpu" if lo > 1 else "tie"

@@ -451,7 +451,7 @@ def _torch_cudnn_reasons(dtype: torch.dtype, device: str) -> list[Reason]:
     if not torch.backends.cudnn.enabled:
         reasons.append(Reason("cudnn_disabled", "torch.backends.cudnn.enabled is False", device=True))
     if dtype == torch.bfloat16:
-        if device == "auto" and torch.cuda.is_available() and not _bf16_cudnn_supported():
+        if device == "auto" and torch.cuda.is_available() and not bf16_cudnn_supported():
             reasons.append(Reason("dtype", "dtype is bfloat16, which PyTorch runs with cuDNN only with cuDNN "
                                            ">= 9.13 on compute capability >= 8.0; this GPU or cuDNN is older",
                                   device=True))
@@ -461,7 +461,7 @@ def _torch_cudnn_reasons(dtype: torch.dtype, device: str) -> list[Reason]:
     return reasons
 
 
-def _bf16_cudnn_supported() -> bool:
+def bf16_cudnn_supported() -> bool:
     """PyTorch's `supportsBFloat16RNNWithCuDNN`: cuDNN >= 9.13 and compute capability >= 8.0."""
     version = torch.backends.cudnn.version() or 0
     return version >= 91300 and torch.cuda.get_device_capability()[0] >= 8

@@ -69,6 +69,16 @@ def _dtype_unavailable(device: torch.device, precision: str) -> str | None:
     return None
 
 
+def _cudnn_unavailable(device: torch.device, precision: str) -> str | None:
+    """Why cuDNN cannot run an RNN at `precision` on this GPU (bf16 needs cuDNN 9.13 and sm80), or None."""
+    from lstmstudy.kernels.criteria import bf16_cudnn_supported
+
+    if device.type == "cuda" and precision == "bf16" and not bf16_cudnn_supported():
+        return (f"cuDNN {torch.backends.cudnn.version()} on {torch.cuda.get_device_name(device)} has no bf16 RNN "
+                f"(PyTorch needs cuDNN >= 9.13 and compute capability >= 8.0): the fused kernel cannot run")
+    return None
+
+
 def _autocast_unavailable(device: torch.device, precision: str) -> str | None:
     """Why `torch.autocast` cannot run `precision` on this device, found by asking it (None: it can)."""
     if precision == "fp32":
@@ -112,6 +122,8 @@ def ieee_fp32(device: torch.device | str) -> Iterator[None]:
     with ExitStack() as stack:
         if torch.device(device).type == "cuda":
             stack.enter_context(_setting(torch.backends.cudnn.rnn, "fp32_precision", "ieee"))
+            # cuDNN's convolutions too, so that torch's legacy `allow_tf32` getter sees one consistent setting
+            stack.enter_context(_setting(torch.backends.cudnn.conv, "fp32_precision", "ieee"))
             stack.enter_context(_setting(torch.backends.cuda.matmul, "fp32_precision", "ieee"))
         yield
 
@@ -503,7 +515,8 @@ def raw_noinput_factory(shape: LSTMShape, device: torch.device, precision: str, 
 
 register(KernelSpec(
     "torch.fused", "nn.LSTM: cuDNN on a GPU, oneDNN on a CPU (the vendor-fused kernel)",
-    _module_factory(vendor=True), unavailable=_autocast_unavailable, fused_on=("cuda", "cpu")))
+    _module_factory(vendor=True), unavailable=lambda d, p: _cudnn_unavailable(d, p) or _autocast_unavailable(d, p),
+    fused_on=("cuda", "cpu")))
 register(KernelSpec(
     "torch.native", "nn.LSTM with cuDNN/oneDNN disabled: ATen's generic C++ loop",
     _module_factory(vendor=False), unavailable=_autocast_unavailable))
@@ -519,7 +532,8 @@ register(KernelSpec(
     unavailable=_compile_unavailable))
 register(KernelSpec(
     "torch.raw", "torch._VF.lstm on pre-flattened, pre-cast weights; CUDA graph for GPU inference",
-    raw_factory, unavailable=_dtype_unavailable, fused_on=("cuda", "cpu")))
+    raw_factory, unavailable=lambda d, p: _cudnn_unavailable(d, p) or _dtype_unavailable(d, p),
+    fused_on=("cuda", "cpu")))
 register(KernelSpec(
     "torch.raw_noinput", "the recurrence only (input GEMM precomputed), like DeepBench's CUDNN_SKIP_INPUT",
     raw_noinput_factory, unavailable=_dtype_unavailable))
