@@ -29,8 +29,7 @@ COLUMNS: tuple[str, ...] = (
     "batch", "timesteps", "features", "hidden", "layers", "bidirectional", "config",
     "threads", "n_samples", "median_s", "p25_s", "p75_s", "ci_low_s", "ci_high_s", "samples_s",
     "flops", "achieved_flops", "energy_j", "observed_kernel", "observed_detail", "predicted_kernel", "compute_dtype",
-    "status", "error", "versions",
-    "created_at",
+    "status", "error", "versions", "created_at",
 )
 #: The columns that identify one configuration within a hardware set (what a resumed sweep skips).
 KEY_COLUMNS: tuple[str, ...] = (
@@ -208,16 +207,13 @@ def fingerprints(claim: str, root: Path | None = None) -> dict[str, list[dict]]:
 DONE_STATUSES = ("ok", "skipped")
 
 
-def done_keys(claim: str, hardware_id: str, root: Path | None = None) -> set[tuple[str, ...]]:
-    """Configurations stored as `ok` or `skipped` for this hardware set: what a resumed sweep skips."""
-    return {row_key(row) for row in read_rows(set_path(claim, hardware_id, root)) if row["status"] in DONE_STATUSES}
-
-
-def error_keys(claim: str, hardware_id: str, root: Path | None = None) -> set[tuple[str, ...]]:
-    """Configurations whose every stored row is an `error`: measured again only when asked to."""
+def stored_keys(claim: str, hardware_id: str,
+                root: Path | None = None) -> tuple[set[tuple[str, ...]], set[tuple[str, ...]]]:
+    """The configurations of a hardware set that are done (stored `ok` or `skipped`: a resumed sweep skips
+    them) and those whose every stored row is an `error` (measured again only when asked to), from one read."""
     rows = read_rows(set_path(claim, hardware_id, root))
     done = {row_key(row) for row in rows if row["status"] in DONE_STATUSES}
-    return {row_key(row) for row in rows if row["status"] == "error"} - done
+    return done, {row_key(row) for row in rows if row["status"] == "error"} - done
 
 
 def load(claim: str, root: Path | None = None, *, latest: bool = True) -> pd.DataFrame:

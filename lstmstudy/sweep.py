@@ -193,17 +193,16 @@ def run(claim: str, points: Iterable[Point], measure_point: MeasurePoint, *, dev
     `retry_errors` (the file keeps both rows, `results.load` shows the newer). fp32 means IEEE fp32
     throughout (no TF32), whichever framework runs the step.
     """
-    from lstmstudy.kernels.torch_kernels import (
-        ieee_fp32,  # not at the top: the kernels import this module
-    )
+    from lstmstudy.kernels.torch_kernels import ieee_fp32  # here: the kernels import this module
 
     dev = hardware.resolve_device(device)
     fp = hardware.fingerprint(dev)
     deadline = deadline or Deadline()
     results.record_fingerprint(claim, fp.as_dict(), root)
     report = SweepReport(claim=claim, path=results.set_path(claim, fp.hardware_id, root))
-    done = set() if rerun else results.done_keys(claim, fp.hardware_id, root)
-    failed = set() if rerun or retry_errors else results.error_keys(claim, fp.hardware_id, root)
+    done, failed = (set(), set()) if rerun else results.stored_keys(claim, fp.hardware_id, root)
+    if retry_errors:
+        failed = set()
     todo = []
     for point in points:
         key = point.key()

@@ -30,7 +30,7 @@ def test_append_and_load_roundtrip(results_root):
     assert len(frame) == 4 and set(frame.hardware_id) == {"cpu-test-1t", "cuda-other"}
     assert frame.samples[0] == [0.001, 0.002] and frame.batch.tolist() == [0, 1, 2, 3]
     assert frame.bidirectional.tolist() == [False] * 4
-    assert results.done_keys("demo", "cpu-test-1t") == {results.row_key(row(i)) for i in range(3)}
+    assert results.stored_keys("demo", "cpu-test-1t") == ({results.row_key(row(i)) for i in range(3)}, set())
 
 
 def test_load_of_a_claim_with_no_results_is_empty(results_root):

@@ -146,7 +146,7 @@ def test_stored_errors_are_retried_only_when_asked(results_root):
     history = results.load("demo", latest=False).set_index("batch")
     assert sorted(history.loc[2, "status"]) == ["error", "ok"]  # the file keeps both rows
     assert results.load("demo").set_index("batch").status[2] == "ok"  # load shows the newest
-    assert results.error_keys("demo", HW) == set()
+    assert results.stored_keys("demo", HW)[1] == set()
 
 
 def test_a_cuda_error_that_poisons_the_process_stops_the_sweep(results_root):

@@ -161,7 +161,7 @@ def measure_point(point: sweep.Point, device: torch.device, *, unavailable_reaso
         raise Skip(reason)
     if point.kernel == IDLE_KERNEL:
         return _measure_idle(point, device, monitor_factory)
-    k = kernels.build(point.kernel, point.shape, device, point.precision, point.phase)
+    k = kernels.check_fused(kernels.build(point.kernel, point.shape, device, point.precision, point.phase))
     timed = time_call(k.step, sync=k.sync, **timing_kwargs)  # warm-up and timing as every claim does
     window_s = float(point.config["window_s"])
     sync = k.sync or sync_for(device)

@@ -21,7 +21,6 @@ flags).
 from __future__ import annotations
 
 from collections.abc import Sequence
-from functools import partial
 
 import pandas as pd
 
@@ -109,7 +108,7 @@ def measure(points: list[sweep.Point], *, device: str, min_time: float, quick: b
     and the large CPU training steps take seconds each.
     """
     options = {**timing_options(min_time, quick), "warmup": 1}
-    return [sweep.run(NAME, points, partial(kernels.measure_point, **options), device=device, **sweep_options)]
+    return [sweep.run(NAME, points, kernels.measurer(**options), device=device, **sweep_options)]
 
 
 def check_parameters(parameters: dict) -> None:

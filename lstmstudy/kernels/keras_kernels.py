@@ -96,15 +96,14 @@ def _build(name: str, layer_kwargs: dict[str, object], shape: LSTMShape, device:
         raise ValueError(f"weights are for {weights.shape}, not {shape}")
     keras = import_keras()
     on_tensorflow = keras_backend() == "tensorflow"
-    device_name = tf_device(device) if on_tensorflow else str(device)
-    with keras.device(device_name):
+    with keras.device(device_name(device)):
         model = _stack(keras, shape, POLICIES[precision], layer_kwargs)
         cells = _cells(keras, model)
         _load(cells, weights)
     variables = [v for layer in cells for cell in layer for v in _cell_variables(cell)]
     x, target = make_inputs(shape)
     if on_tensorflow:
-        runner = _tensorflow_runner(model, variables, x, target, device, device_name, phase)
+        runner = _tensorflow_runner(model, variables, x, target, device, phase)
     else:
         runner = _torch_runner(keras, model, variables, x, target, device, phase)
 
@@ -186,21 +185,27 @@ def tf_device(device: torch.device) -> str:
     return "/CPU:0" if device.type == "cpu" else f"/GPU:{device.index or 0}"
 
 
+def device_name(device: torch.device) -> str:
+    """The name `keras.device` takes for a torch device on the backend in use: TensorFlow's, or torch's own."""
+    return tf_device(device) if keras_backend() == "tensorflow" else str(device)
+
+
 def _tensorflow_runner(model, variables: list[object], x: np.ndarray, target: np.ndarray,
-                       device: torch.device, device_name: str, phase: str) -> _Runner:
+                       device: torch.device, phase: str) -> _Runner:
     """A `tf.function` step, traced here; what it will run is predicted from the traced graph (TensorFlow's
     placement decides the rest, which the torch profiler cannot see: nothing is observed)."""
     import tensorflow as tf
 
-    with tf.device(device_name):
+    name = tf_device(device)
+    with tf.device(name):
         x_t, target_t = tf.constant(x), tf.constant(target)
 
     def infer():
-        with tf.device(device_name):
+        with tf.device(name):
             return model(x_t, training=False)
 
     def train():
-        with tf.device(device_name):
+        with tf.device(name):
             with tf.GradientTape() as tape:
                 y = tf.cast(model(x_t, training=True), tf.float32)
                 loss = tf.reduce_mean(tf.square(y - target_t))

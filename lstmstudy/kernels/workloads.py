@@ -71,7 +71,7 @@ def _keras_model_row(name: str, shape: LSTMShape, device: torch.device, precisio
                      make_model: Callable[[], object], x: np.ndarray, y: np.ndarray, flops: float | None) -> Built:
     """A compiled Keras model timed as its user runs it: `train_on_batch`, or `predict_on_batch`."""
     from lstmstudy.kernels.keras_kernels import (  # Keras is optional: imported when used
-        tf_device,
+        device_name,
         unavailable,
     )
 
@@ -80,11 +80,11 @@ def _keras_model_row(name: str, shape: LSTMShape, device: torch.device, precisio
         raise Skip(f"{name} on {device.type}: {reason}")
     keras = import_keras()
     on_tensorflow = keras_backend() == "tensorflow"
-    with keras.device(tf_device(device) if on_tensorflow else str(device)):
+    with keras.device(device_name(device)):
         model = make_model()
 
     def step():
-        with keras.device(tf_device(device) if on_tensorflow else str(device)):
+        with keras.device(device_name(device)):
             return model.train_on_batch(x, y) if phase == "train" else model.predict_on_batch(x)
 
     return _built(name, shape, device, precision, phase, step=step, sync=tf_sync() if on_tensorflow else
