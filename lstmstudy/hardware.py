@@ -11,6 +11,7 @@ import os
 import platform
 import re
 import subprocess
+import sys
 from dataclasses import asdict, dataclass, field
 from functools import lru_cache
 from importlib import metadata
@@ -20,6 +21,7 @@ import torch
 
 from lstmstudy.backends import keras_backend
 from lstmstudy.errors import DeviceUnavailable
+from lstmstudy.results import fingerprint_id
 
 DEVICE_REQUESTS = "'auto', 'cpu', 'cuda' or 'cuda:N'"
 
@@ -165,13 +167,53 @@ class Fingerprint:
     versions: dict[str, str] = field(default_factory=dict)
     git_commit: str = ""
     git_dirty: bool | None = None
+    #: the environment variables that change what runs (`ENVIRONMENT`), as set for this run
+    environment: dict[str, str] = field(default_factory=dict)
 
     @property
     def hardware_id(self) -> str:
         return hardware_id(self)
 
+    @property
+    def id(self) -> str:
+        """A short hash of the whole fingerprint: each stored row names the fingerprint that produced it."""
+        return fingerprint_id(asdict(self))
+
     def as_dict(self) -> dict:
-        return {"hardware_id": self.hardware_id, **asdict(self)}
+        return {"hardware_id": self.hardware_id, "id": self.id, **asdict(self)}
+
+
+#: environment variables that change threads, kernels or devices
+ENVIRONMENT = ("OMP_NUM_THREADS", "MKL_NUM_THREADS", "TF_ENABLE_ONEDNN_OPTS", "TF_NUM_INTRAOP_THREADS",
+               "TF_NUM_INTEROP_THREADS", "KERAS_BACKEND", "CUDA_VISIBLE_DEVICES", "CUBLAS_WORKSPACE_CONFIG",
+               "LSTMSTUDY_HOST")
+
+
+def conditions() -> dict[str, object]:
+    """What the machine was doing just before a measurement: stored with each row.
+
+    The 1-minute load average (a neighbour's load on a shared machine), the current CPU clock where the
+    kernel exposes it, and the thread settings of torch and (when it is loaded) TensorFlow.
+    """
+    threads = {"torch_intra": torch.get_num_threads(), "torch_interop": torch.get_num_interop_threads()}
+    if tf := sys.modules.get("tensorflow"):  # None where an import of it failed
+        threads.update(tf_intra=tf.config.threading.get_intra_op_parallelism_threads(),  # 0: TF's default
+                       tf_inter=tf.config.threading.get_inter_op_parallelism_threads())
+    return {"load_1m": os.getloadavg()[0] if hasattr(os, "getloadavg") else None, "cpu_mhz": _cpu_mhz(),
+            "thread_settings": threads}
+
+
+def _cpu_mhz() -> float | None:
+    """The mean current clock of the CPUs, from cpufreq or /proc/cpuinfo; None where neither says."""
+    paths = sorted(Path("/sys/devices/system/cpu").glob("cpu[0-9]*/cpufreq/scaling_cur_freq"))
+    try:
+        if paths:
+            return round(sum(int(p.read_text()) for p in paths) / len(paths) / 1000, 1)
+        mhz = [float(line.split(":")[1]) for line in Path("/proc/cpuinfo").read_text().splitlines()
+               if line.startswith("cpu MHz")]
+        return round(sum(mhz) / len(mhz), 1) if mhz else None
+    except (OSError, ValueError):
+        return None
 
 
 INTERESTING_FLAGS = ("avx2", "avx512f", "avx512_bf16", "avx512_fp16", "amx_bf16", "amx_tile", "avx512_vnni")
@@ -211,6 +253,7 @@ def fingerprint(device: torch.device | str = "cpu") -> Fingerprint:
         versions={name: _version(name) for name in LIBRARIES if _version(name)},
         git_commit=commit,
         git_dirty=dirty,
+        environment={name: os.environ[name] for name in ENVIRONMENT if name in os.environ},
         **gpu,
     )
 

@@ -34,7 +34,7 @@ SOURCES: dict[str, tuple[str, tuple[str, ...]]] = {
 }
 
 COLUMNS = ["claim", "statement", "source", "citations", "seed figure", "hardware", "our figure", "verdict",
-           "rule", "page"]
+           "timing", "rule", "page"]
 _PHRASES = {Outcome.REPRODUCED.value: "reproduced", Outcome.PARTLY.value: "partly reproduced",
             Outcome.NOT_REPRODUCED.value: "not reproduced"}
 
@@ -54,13 +54,25 @@ def table(root: Path | None = None, *, claims: Sequence[Claim] | None = None, to
         source, keys = SOURCES.get(number, ("", ()))
         base = {"claim": number, "statement": claim.statement, "source": source, "citations": ", ".join(keys),
                 "seed figure": claim.seed_figure, "rule": claim.rule, "page": pages.get(number, "")}
-        verdicts = claim.verdicts(results.load(claim.name, root))
+        frame = results.load(claim.name, root)
+        verdicts = claim.verdicts(frame)
         if not verdicts:
             rows.append({**base, "hardware": "", "our figure": "no stored result set",
-                         "verdict": Outcome.NOT_MEASURED.value})
-        rows += [{**base, "hardware": v.hardware_id, "our figure": v.ours_text, "verdict": v.outcome.value}
-                 for v in verdicts]
+                         "verdict": Outcome.NOT_MEASURED.value, "timing": ""})
+        rows += [{**base, "hardware": v.hardware_id, "our figure": v.ours_text, "verdict": v.outcome.value,
+                  "timing": noise(frame[frame.hardware_id == v.hardware_id])} for v in verdicts]
     return pd.DataFrame(rows, columns=COLUMNS)
+
+
+def noise(frame: pd.DataFrame) -> str:
+    """How many timed rows of a result set stayed noisy after their rounds (`timing.Rounds.noise_bound`)."""
+    ok = frame[frame.status == "ok"] if not frame.empty else frame
+    flagged = ok["noisy"].dropna() if not ok.empty else ok
+    if ok.empty:
+        return ""
+    if flagged.empty:
+        return "noise not assessed (one burst per row, measured before interleaved rounds)"
+    return f"{int(flagged.sum())} of {len(flagged)} timed rows noisy (95% interval wider than +-10%)"
 
 
 _MD_SPECIAL = re.compile(r"([\\`*_{}\[\]<>|#$~])")
@@ -93,7 +105,8 @@ def to_markdown(ledger: pd.DataFrame) -> str:
                  f"*Source: {_md(row['source'])}*{_cites(row['citations'])}") if first else ""
         seed = _md(row["seed figure"]) if first else ""
         hardware = f"`{row['hardware']}`" if row["hardware"] else "none stored"
-        lines.append(f"| {claim} | {seed} | {hardware} | **{_md(row['verdict'])}** | {_md(row['our figure'])} |")
+        ours = f"{row['our figure']}; {row['timing']}" if row["timing"] else row["our figure"]
+        lines.append(f"| {claim} | {seed} | {hardware} | **{_md(row['verdict'])}** | {_md(ours)} |")
     return "\n".join(lines)
 
 

@@ -13,6 +13,7 @@ import seaborn as sns
 from matplotlib.ticker import FixedLocator, FormatStrFormatter, FuncFormatter, NullFormatter
 
 sns.set_theme(context="notebook", style="whitegrid")
+NOISY_LABEL = "noisy (95% interval wider than +-10%)"
 
 
 def _hardware_title(grid: sns.FacetGrid, prefix: str = "") -> None:
@@ -22,7 +23,8 @@ def _hardware_title(grid: sns.FacetGrid, prefix: str = "") -> None:
 def times(frame: pd.DataFrame, x: str, *, hue: str = "kernel", col: str | None = None, row: str | None = None,
           xlabel: str, ylabel: str = "median time per call (ms)", logx: bool = True, logy: bool = True,
           height: float = 3.2) -> list[sns.FacetGrid]:
-    """Median time against `x`, one line per `hue`, the interquartile range as a band.
+    """Median time against `x`, one line per `hue`, the interquartile range as a band; a red ring marks a
+    noisy row (its interval stayed wider than the timing plan's bound after every round).
 
     One figure per hardware set (its id in every panel title), panels by `row` and `col`.
     """
@@ -33,6 +35,9 @@ def times(frame: pd.DataFrame, x: str, *, hue: str = "kernel", col: str | None =
         data = data.sort_values(x)
         plt.plot(data[x], data.median_ms, marker="o", color=color, label=label)
         plt.fill_between(data[x], data.p25_ms, data.p75_ms, color=color, alpha=0.2, linewidth=0)
+        noisy = data[data.noisy.eq(True)] if "noisy" in data else data.iloc[:0]
+        plt.scatter(noisy[x], noisy.median_ms, s=90, facecolors="none", edgecolors="red", linewidths=1.2,
+                    label=NOISY_LABEL if len(noisy) else None, zorder=3)
 
     grids = []
     for hardware_id, part in data.groupby("hardware_id", sort=True):

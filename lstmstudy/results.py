@@ -12,6 +12,7 @@ path and line and never overwritten.
 from __future__ import annotations
 
 import csv
+import hashlib
 import io
 import json
 import os
@@ -28,16 +29,24 @@ COLUMNS: tuple[str, ...] = (
     "claim", "kernel", "framework", "backend", "device", "device_kind", "hardware_id", "precision", "phase",
     "batch", "timesteps", "features", "hidden", "layers", "bidirectional", "config",
     "threads", "n_samples", "median_s", "p25_s", "p75_s", "ci_low_s", "ci_high_s", "samples_s",
+    "round_sizes", "round_seed", "noisy",
     "flops", "achieved_flops", "energy_j", "observed_kernel", "observed_detail", "predicted_kernel", "compute_dtype",
-    "status", "error", "versions", "created_at",
+    "status", "error", "versions", "fingerprint_id", "load_1m", "cpu_mhz", "thread_settings", "created_at",
 )
+#: Columns added since the first schema. A file without them still reads (they read as empty: one round,
+#: no provenance) and is rewritten in the current schema by the next `append`.
+ADDED_COLUMNS: tuple[str, ...] = ("round_sizes", "round_seed", "noisy", "fingerprint_id", "load_1m", "cpu_mhz",
+                                  "thread_settings")
+FIRST_COLUMNS = tuple(c for c in COLUMNS if c not in ADDED_COLUMNS)
 #: The columns that identify one configuration within a hardware set (what a resumed sweep skips).
 KEY_COLUMNS: tuple[str, ...] = (
     "kernel", "backend", "precision", "phase", "batch", "timesteps", "features", "hidden", "layers", "bidirectional",
     "config",
 )
-INT_COLUMNS = ("batch", "timesteps", "features", "hidden", "layers", "threads", "n_samples")
-FLOAT_COLUMNS = ("median_s", "p25_s", "p75_s", "ci_low_s", "ci_high_s", "flops", "achieved_flops", "energy_j")
+INT_COLUMNS = ("batch", "timesteps", "features", "hidden", "layers", "threads", "n_samples", "round_seed")
+FLOAT_COLUMNS = ("median_s", "p25_s", "p75_s", "ci_low_s", "ci_high_s", "flops", "achieved_flops", "energy_j",
+                 "load_1m", "cpu_mhz")
+JSON_LIST_COLUMNS = ("samples_s", "round_sizes")
 STATUSES = ("ok", "error", "skipped")
 
 # Raw samples make long fields: lift the csv module's default 128 KiB limit so every row we write reads back.
@@ -80,13 +89,15 @@ def _check_row(path: Path, line: int, row: Mapping[str, str]) -> None:
             int(value) if column in INT_COLUMNS else float(value)
         except ValueError:
             raise ResultsCorrupt(f"{path}:{line}: column {column!r} should be a number, got {value!r}") from None
-    if row["samples_s"]:
+    for column in JSON_LIST_COLUMNS:
+        if not row[column]:
+            continue
         try:
-            samples = json.loads(row["samples_s"])
+            values = json.loads(row[column])
         except json.JSONDecodeError as exc:
-            raise ResultsCorrupt(f"{path}:{line}: samples_s is not a JSON list ({exc.msg})") from None
-        if not isinstance(samples, list):
-            raise ResultsCorrupt(f"{path}:{line}: samples_s is not a JSON list")
+            raise ResultsCorrupt(f"{path}:{line}: {column} is not a JSON list ({exc.msg})") from None
+        if not isinstance(values, list):
+            raise ResultsCorrupt(f"{path}:{line}: {column} is not a JSON list")
 
 
 def read_rows(path: Path) -> list[dict[str, str]]:
@@ -102,8 +113,8 @@ def read_rows(path: Path) -> list[dict[str, str]]:
         return []
     reader = csv.reader(io.StringIO(text, newline=""))
     try:
-        header = next(reader)
-        if tuple(header) != COLUMNS:
+        header = tuple(next(reader))
+        if header not in (COLUMNS, FIRST_COLUMNS):
             missing = [c for c in COLUMNS if c not in header]
             extra = [c for c in header if c not in COLUMNS]
             raise ResultsCorrupt(f"{path}:1: header does not match the results schema "
@@ -113,9 +124,9 @@ def read_rows(path: Path) -> list[dict[str, str]]:
             line = reader.line_num
             if not fields:
                 continue
-            if len(fields) != len(COLUMNS):
-                raise ResultsCorrupt(f"{path}:{line}: expected {len(COLUMNS)} fields, found {len(fields)}")
-            row = dict(zip(COLUMNS, fields))
+            if len(fields) != len(header):
+                raise ResultsCorrupt(f"{path}:{line}: expected {len(header)} fields, found {len(fields)}")
+            row = {column: "" for column in ADDED_COLUMNS} | dict(zip(header, fields))
             _check_row(path, line, row)
             rows.append(row)
     except csv.Error as exc:
@@ -159,24 +170,27 @@ def append(claim: str, hardware_id: str, rows: Iterable[Mapping], root: Path | N
         if unknown := set(row) - set(COLUMNS):
             raise ValueError(f"unknown result columns: {sorted(unknown)}")
     with _lock(path):
-        read_rows(path)  # refuse to touch a file we cannot parse
-        old = path.read_text(encoding="utf-8") if path.exists() else ""
+        old = read_rows(path)  # refuses to touch a file it cannot parse; reads an older schema too
         buffer = io.StringIO(newline="")
         writer = csv.writer(buffer, lineterminator="\n")
-        if not old.strip():
-            old = ""
-            writer.writerow(COLUMNS)
-        elif not old.endswith("\n"):
-            old += "\n"
-        for row in new:
+        writer.writerow(COLUMNS)
+        for row in [*old, *new]:
             writer.writerow([_format(row.get(c)) for c in COLUMNS])
-        _atomic_write(path, old + buffer.getvalue())
+        _atomic_write(path, buffer.getvalue())
     return path
 
 
+def fingerprint_id(fields: Mapping) -> str:
+    """The id of a fingerprint's fields (its `hardware_id` and `id` entries left out, so they can be stored)."""
+    body = {k: v for k, v in fields.items() if k not in ("hardware_id", "id")}
+    return hashlib.sha256(json.dumps(body, sort_keys=True).encode()).hexdigest()[:12]
+
+
 def record_fingerprint(claim: str, fingerprint: Mapping, root: Path | None = None) -> Path:
-    """Keep every distinct fingerprint seen for a hardware set in `<hardware_id>.json` beside its rows."""
+    """Keep every distinct fingerprint seen for a hardware set in `<hardware_id>.json` beside its rows,
+    each with its `id` (`hardware.fingerprint_id`), which the rows it produced carry as `fingerprint_id`."""
     hardware_id = fingerprint["hardware_id"]
+    entry = {**fingerprint, "id": fingerprint_id(dict(fingerprint))}
     path = set_path(claim, hardware_id, root).with_suffix(".json")
     path.parent.mkdir(parents=True, exist_ok=True)
     with _lock(path):
@@ -186,20 +200,21 @@ def record_fingerprint(claim: str, fingerprint: Mapping, root: Path | None = Non
                 known = json.loads(path.read_text(encoding="utf-8"))["fingerprints"]
             except (json.JSONDecodeError, KeyError, TypeError) as exc:
                 raise ResultsCorrupt(f"{path}: not a fingerprint file ({exc})") from None
-        if dict(fingerprint) not in known:
-            known.append(dict(fingerprint))
+        if entry["id"] not in {fingerprint_id(old) for old in known}:
+            known.append(entry)
             _atomic_write(path, json.dumps({"hardware_id": hardware_id, "fingerprints": known}, indent=2) + "\n")
     return path
 
 
 def fingerprints(claim: str, root: Path | None = None) -> dict[str, list[dict]]:
-    """The stored fingerprints of every hardware set of a claim, by hardware_id."""
+    """The stored fingerprints of every hardware set of a claim, by hardware_id, each with its `id`."""
     folder = Path(root or default_root()) / claim
     out = {}
     for path in sorted(folder.glob("*.json")):
         try:
-            out[path.stem] = json.loads(path.read_text(encoding="utf-8"))["fingerprints"]
-        except (json.JSONDecodeError, KeyError, TypeError) as exc:
+            known = json.loads(path.read_text(encoding="utf-8"))["fingerprints"]
+            out[path.stem] = [{**fp, "id": fingerprint_id(fp)} for fp in known]  # ids for entries stored before them
+        except (json.JSONDecodeError, KeyError, TypeError, AttributeError) as exc:
             raise ResultsCorrupt(f"{path}: not a fingerprint file ({exc})") from None
     return out
 
@@ -233,6 +248,8 @@ def load(claim: str, root: Path | None = None, *, latest: bool = True) -> pd.Dat
         frame[column] = pd.to_numeric(frame[column], errors="coerce")
     frame["bidirectional"] = frame["bidirectional"].map({"True": True, "False": False})
     frame["samples"] = [json.loads(s) if s else [] for s in frame["samples_s"]]
+    frame["round_sizes"] = [json.loads(s) if s else [] for s in frame["round_sizes"]]
+    frame["noisy"] = frame["noisy"].map({"True": True, "False": False})
     frame["created_at"] = pd.to_datetime(frame["created_at"], utc=True)
     if latest:
         keys = ["hardware_id", *KEY_COLUMNS]

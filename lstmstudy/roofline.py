@@ -21,6 +21,7 @@ from lstmstudy import hardware, kernels, results, sweep
 from lstmstudy.kernels.torch_kernels import DTYPES
 from lstmstudy.shapes import LSTMShape
 from lstmstudy.sweep import Point
+from lstmstudy.timing import Rounds
 
 CLAIM = "roofline"
 KERNEL = "gemm"
@@ -52,11 +53,10 @@ def measure(device: str = "auto", sizes: Iterable[int] | None = None, quick: boo
         return CPU_16BIT_SIZES if dev.type == "cpu" and precision != "fp32" else DEFAULT_SIZES[dev.type]
 
     # a few samples suffice for one large product; a slow (emulated) precision must not take minutes
-    timing = (dict(warmup=1, min_time=0.05, max_time=0.5, min_samples=5) if quick
-              else dict(warmup=1, min_time=1.0, min_samples=3))
+    plan = (Rounds(rounds=2, warmup=1, burst_warmup=0, burst_min_samples=1, extra_rounds=0).with_min_time(0.05)
+            if quick else Rounds(warmup=1, burst_warmup=0, burst_min_samples=1).with_min_time(1.0))
     points = [gemm_point(n, precision) for precision in precisions for n in chosen(precision)]
-    return sweep.run(CLAIM, points, kernels.measurer(**timing), device=str(dev),
-                     **{"progress": False, **sweep_options})
+    return sweep.run(CLAIM, points, kernels.prepare, plan, device=str(dev), **{"progress": False, **sweep_options})
 
 
 def limits(hardware_id: str | None = None, root: Path | None = None) -> dict[str, float]:

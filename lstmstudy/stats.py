@@ -1,5 +1,12 @@
-"""The statistics behind every figure and verdict: ratios of medians with bootstrap intervals from the raw
-samples, and the geometric mean that averages ratios."""
+"""The statistics behind every figure and verdict: times and ratios with intervals from the raw samples,
+and the geometric mean that averages ratios.
+
+A row's samples come in rounds (`timing.interleave`): short bursts of the kernels a claim compares, in a
+shuffled order, repeated. Its time is the median over rounds of the round medians, and its interval a
+bootstrap over rounds and, within each, over samples, so that drift between rounds (a neighbour's load,
+a clock change) widens the interval instead of hiding in it. Two rows timed in the same rounds give
+their ratio round by round, so drift that slows both cancels.
+"""
 
 from __future__ import annotations
 
@@ -13,33 +20,104 @@ SHAPE_KEYS = ["hardware_id", "phase", "precision", "batch", "timesteps", "featur
               "bidirectional", "config"]
 
 
-def bootstrap_ratio(numerator: Sequence[float], denominator: Sequence[float], *, n_boot: int = 2000,
-                    seed: int = 0, confidence: float = 0.95) -> tuple[float, float, float]:
-    """Ratio of medians and a percentile-bootstrap confidence interval, resampling each sample set."""
-    a = np.asarray(numerator, dtype=float)
-    b = np.asarray(denominator, dtype=float)
-    rng = np.random.default_rng(seed)
-    boot_a = np.median(rng.choice(a, size=(n_boot, a.size)), axis=1)
-    boot_b = np.median(rng.choice(b, size=(n_boot, b.size)), axis=1)
-    tail = (1 - confidence) / 2 * 100
-    lo, hi = np.percentile(boot_a / boot_b, [tail, 100 - tail])
-    return float(np.median(a) / np.median(b)), float(lo), float(hi)
+def rounds_of(samples: Sequence[float], round_sizes: Sequence[int] = ()) -> list[np.ndarray]:
+    """A row's samples split into its rounds (stored in round order; a row from before rounds is one round)."""
+    values = np.asarray(samples, dtype=float)
+    if not len(round_sizes):
+        return [values] if values.size else []
+    if sum(round_sizes) != values.size:
+        raise ValueError(f"round sizes {list(round_sizes)} do not add up to {values.size} samples")
+    return np.split(values, np.cumsum(round_sizes)[:-1])
 
 
-def bootstrap_median(samples: Sequence[float], *, n_boot: int = 2000, seed: int = 0,
-                     confidence: float = 0.95) -> tuple[float, float, float]:
-    """The median of `samples` and a percentile-bootstrap confidence interval for it."""
-    a = np.asarray(samples, dtype=float)
-    rng = np.random.default_rng(seed)
-    boot = np.median(rng.choice(a, size=(n_boot, a.size)), axis=1)
+def center(rounds: Sequence[np.ndarray]) -> float:
+    """The median over rounds of each round's median: a time that one disturbed round cannot move far.
+    With one round it is the median of the samples."""
+    return float(np.median([np.median(r) for r in rounds]))
+
+
+def _resampled_round_medians(rounds: Sequence[np.ndarray], picks: np.ndarray, rng: np.random.Generator) -> np.ndarray:
+    """For each drawn round (`picks`, shape (boot, R)), the median of its samples resampled with replacement."""
+    out = np.empty(picks.shape)
+    for index, values in enumerate(rounds):
+        where = picks == index
+        if count := int(where.sum()):
+            out[where] = np.median(values[rng.integers(0, values.size, (count, values.size))], axis=1)
+    return out
+
+
+def _interval(boot: np.ndarray, confidence: float) -> tuple[float, float]:
     tail = (1 - confidence) / 2 * 100
     lo, hi = np.percentile(boot, [tail, 100 - tail])
-    return float(np.median(a)), float(lo), float(hi)
+    return float(lo), float(hi)
+
+
+def bootstrap_median(rounds: Sequence[np.ndarray], *, n_boot: int = 1000, seed: int = 0,
+                     confidence: float = 0.95) -> tuple[float, float, float]:
+    """`center(rounds)` and a hierarchical percentile-bootstrap interval for it.
+
+    Each replicate draws the rounds with replacement, then each drawn round's samples with replacement:
+    the interval includes the drift between rounds, not only the scatter within one burst.
+    """
+    rng = np.random.default_rng(seed)
+    picks = rng.integers(0, len(rounds), (n_boot, len(rounds)))
+    boot = np.median(_resampled_round_medians(rounds, picks, rng), axis=1)
+    return (center(rounds), *_interval(boot, confidence))
+
+
+def bootstrap_ratio(numerator: Sequence[np.ndarray], denominator: Sequence[np.ndarray], *, paired: bool = False,
+                    n_boot: int = 1000, seed: int = 0, confidence: float = 0.95) -> tuple[float, float, float]:
+    """The ratio of two rows' times, numerator over denominator, with a hierarchical bootstrap interval.
+
+    `paired`: the two were timed in the same rounds (interleaved), so the ratio is formed within each
+    round (round medians) and summarised by its median over rounds, and a replicate draws the same rounds
+    for both: drift that slows both cancels. Unpaired, it is `center(numerator) / center(denominator)`
+    and each side is resampled on its own.
+    """
+    rng = np.random.default_rng(seed)
+    if paired:
+        if len(numerator) != len(denominator):
+            raise ValueError(f"paired rows need the same rounds, got {len(numerator)} and {len(denominator)}")
+        per_round = [np.median(a) / np.median(b) for a, b in zip(numerator, denominator)]
+        picks = rng.integers(0, len(numerator), (n_boot, len(numerator)))
+        boot = np.median(_resampled_round_medians(numerator, picks, rng)
+                         / _resampled_round_medians(denominator, picks, rng), axis=1)
+        return (float(np.median(per_round)), *_interval(boot, confidence))
+    boot_a = np.median(_resampled_round_medians(numerator, rng.integers(0, len(numerator),
+                                                                         (n_boot, len(numerator))), rng), axis=1)
+    boot_b = np.median(_resampled_round_medians(denominator, rng.integers(0, len(denominator),
+                                                                           (n_boot, len(denominator))), rng), axis=1)
+    return (center(numerator) / center(denominator), *_interval(boot_a / boot_b, confidence))
+
+
+def row_rounds(row) -> list[np.ndarray]:
+    """The rounds of a loaded result row (`results.load`: `samples` and `round_sizes`)."""
+    return rounds_of(_field(row, "samples"), _field(row, "round_sizes"))
+
+
+def interleaved(a, b) -> bool:
+    """True when two loaded rows were timed in the same interleaved rounds (same round seed and count)."""
+    seed_a, seed_b = _field(a, "round_seed", ""), _field(b, "round_seed", "")
+    return (str(seed_a) not in ("", "<NA>") and str(seed_a) == str(seed_b)
+            and len(_field(a, "round_sizes")) == len(_field(b, "round_sizes")))
+
+
+def row_ratio(numerator, denominator, **options) -> tuple[float, float, float]:
+    """`bootstrap_ratio` of two loaded rows, paired when they were interleaved."""
+    return bootstrap_ratio(row_rounds(numerator), row_rounds(denominator),
+                           paired=interleaved(numerator, denominator), **options)
+
+
+def _field(row, name: str, default: object = ()):
+    """A field of a row given as a Series, a dict or a namedtuple; `default` for a frame without the column."""
+    value = row.get(name, default) if isinstance(row, (pd.Series, dict)) else getattr(row, name, default)
+    return default if value is None or (isinstance(value, float) and np.isnan(value)) else value
 
 
 def ratios(results: pd.DataFrame, baseline: str, kernels: Sequence[str] | None = None,
            keys: Sequence[str] = SHAPE_KEYS) -> pd.DataFrame:
-    """Each kernel's median time over `baseline`'s at the same configuration, with a bootstrap CI.
+    """Each kernel's median time over `baseline`'s at the same configuration, with a bootstrap CI
+    (`row_ratio`): `paired` when the two were timed in the same rounds, `noisy` when either row is.
 
     Only `ok` rows are compared; a ratio above 1 means the kernel is slower than the baseline.
     """
@@ -52,12 +130,13 @@ def ratios(results: pd.DataFrame, baseline: str, kernels: Sequence[str] | None =
         if key not in base.index:
             continue
         ref = base.loc[[key]].iloc[-1]
-        ratio, lo, hi = bootstrap_ratio(row["samples"], ref["samples"])
+        ratio, lo, hi = row_ratio(row, ref)
         rows.append({**{k: row[k] for k in keys}, "kernel": row["kernel"], "baseline": baseline,
-                     "ratio": ratio, "ratio_lo": lo, "ratio_hi": hi,
+                     "ratio": ratio, "ratio_lo": lo, "ratio_hi": hi, "paired": interleaved(row, ref),
+                     "noisy": bool(_field(row, "noisy", False) is True or _field(ref, "noisy", False) is True),
                      "median_s": row["median_s"], "baseline_median_s": ref["median_s"]})
-    return pd.DataFrame(rows, columns=[*keys, "kernel", "baseline", "ratio", "ratio_lo", "ratio_hi",
-                                       "median_s", "baseline_median_s"])
+    return pd.DataFrame(rows, columns=[*keys, "kernel", "baseline", "ratio", "ratio_lo", "ratio_hi", "paired",
+                                       "noisy", "median_s", "baseline_median_s"])
 
 
 def geomean(values: Sequence[float]) -> float:

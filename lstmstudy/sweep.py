@@ -1,10 +1,12 @@
 """Run a grid of configurations, one stored row each, resumable and robust to a failing point.
 
-Each finished point is appended to the result set at once, so an interrupted sweep keeps every
-finished row; rerunning the same sweep skips what is stored for this hardware (unless `rerun`).
-A point that raises becomes an `error` row with the message and the sweep goes on, unless the error
-poisons the process's CUDA context (then the sweep stops, keeping every finished row); a point that
-cannot run here raises `Skip(reason)` and becomes a `skipped` row with that reason.
+The points a claim compares (every kernel, precision and setting at one shape and phase) form a group:
+each is prepared (built, checked), then the group is timed in interleaved rounds (`timing.interleave`),
+so that its ratios are formed within rounds. Each finished group is appended to the result set at
+once, so an interrupted sweep keeps every finished row; rerunning the same sweep skips what is stored
+for this hardware (unless `rerun`). A point that raises becomes an `error` row with the message and the
+sweep goes on, unless the error poisons the process's CUDA context (then the sweep stops, keeping every
+finished row); a point that cannot run here raises `Skip(reason)` and becomes a `skipped` row.
 """
 
 from __future__ import annotations
@@ -25,7 +27,7 @@ from lstmstudy.backends import backend_for
 from lstmstudy.errors import DeviceFailed, Skip
 from lstmstudy.observe import NOTHING, Observation
 from lstmstudy.shapes import LSTMShape
-from lstmstudy.timing import Measurement
+from lstmstudy.timing import Measurement, Rounds, Sync, interleave
 
 PRECISIONS = ("fp32", "fp16", "bf16")
 PHASES = ("inference", "train")
@@ -72,7 +74,19 @@ class PointResult:
     compute_dtype: str = ""
 
 
-MeasurePoint = Callable[[Point, torch.device], PointResult]
+@dataclass(frozen=True)
+class Prepared:
+    """A point built and checked, ready for its rounds: the step to time, its sync, and how to turn its
+    measurement into the point's result (observing what ran comes after the timing)."""
+
+    step: Callable[[], object]
+    sync: Sync | None
+    finish: Callable[[Measurement], PointResult]
+
+
+#: prepare(point, device): a `Prepared` point to time in the group's rounds, or, for a point measured its
+#: own way (an energy window, profiled sessions), its finished `PointResult`
+Prepare = Callable[[Point, torch.device], "Prepared | PointResult"]
 
 #: CUDA errors after which the process's CUDA context is unusable: every later point would fail too.
 #: An out-of-memory error is not one of them (it is one error row and the sweep goes on).
@@ -106,11 +120,12 @@ def device_still_works(device: torch.device) -> bool:
 
 @dataclass
 class Deadline:
-    """When a measuring command must stop, checked between points across every claim it runs.
+    """When a measuring command must stop, checked between groups of points across every claim it runs.
 
-    A point is started only if the longest point seen so far (or, for a slow kernel, `SLOW_POINT_S` if
-    that is longer: a compile or a masked Keras loop) would still end before the deadline, and the first
-    point of a command always starts, so every call makes progress and the next one resumes.
+    A group is started only if the longest group seen so far (or, for a slow kernel's point,
+    `SLOW_POINT_S` if that is longer: a compile or a masked Keras loop) would still end before the
+    deadline, and the first group of a command always starts, so every call makes progress and the next
+    one resumes.
     """
 
     at: float | None = None  # a time.monotonic() value; None: no deadline
@@ -153,19 +168,22 @@ class SweepReport:
 
 
 def make_row(claim: str, point: Point, device: torch.device, fp: hardware.Fingerprint, *,
-             outcome: PointResult | None = None, status: str = "ok", error: str = "") -> dict:
-    """The stored row for one point: its key, the statistics and raw samples, and where it ran."""
+             outcome: PointResult | None = None, status: str = "ok", error: str = "",
+             conditions: dict | None = None) -> dict:
+    """The stored row for one point: its key, the statistics and raw samples (by round), where it ran, the
+    fingerprint that produced it and the machine's `conditions` before it (`hardware.conditions`)."""
     row: dict = {
         "claim": claim, **point.key_fields(), "framework": point.kernel.split(".", 1)[0],
         "device": str(device), "device_kind": device.type, "hardware_id": fp.hardware_id,
-        "status": status, "error": error, "versions": fp.versions,
+        "status": status, "error": error, "versions": fp.versions, "fingerprint_id": fp.id, **(conditions or {}),
         "created_at": datetime.now(timezone.utc).isoformat(timespec="microseconds"),
     }
     if outcome is not None:
         m = outcome.measurement
         lo, hi = m.median_ci()
         row.update(threads=m.threads, n_samples=m.n, median_s=m.median, p25_s=m.p25, p75_s=m.p75,
-                   ci_low_s=lo, ci_high_s=hi, samples_s=list(m.samples), flops=outcome.flops,
+                   ci_low_s=lo, ci_high_s=hi, samples_s=list(m.samples), round_sizes=list(m.round_sizes),
+                   round_seed=m.seed, noisy=m.noisy, flops=outcome.flops,
                    achieved_flops=outcome.flops / m.median if outcome.flops and m.median > 0 else None,
                    energy_j=outcome.energy_j, observed_kernel=outcome.observed.kernel,
                    observed_detail=outcome.observed.detail_text(), predicted_kernel=outcome.predicted_kernel,
@@ -184,10 +202,47 @@ def label(point: Point) -> str:
     return f"{point.kernel} {point.precision} {point.phase} b{s.batch} t{s.timesteps} h{s.hidden}"
 
 
-def run(claim: str, points: Iterable[Point], measure_point: MeasurePoint, *, device: str = "auto",
+def groups(points: Iterable[Point], slow: frozenset[str] = frozenset()) -> list[list[Point]]:
+    """The points timed together, in the order of their first point: those at one shape and phase (every
+    kernel, precision and setting there). A point of a `slow` kernel (a compile, a masked Keras loop) is
+    a group of its own: a sample takes long enough that interleaving gains little, and the deadline
+    (`SLOW_POINT_S`) plans for one such point at a time."""
+    out: dict[tuple, list[Point]] = {}
+    for index, point in enumerate(points):
+        out.setdefault((point.phase, point.shape) if point.kernel not in slow else (index,), []).append(point)
+    return list(out.values())
+
+
+def measure_group(points: list[Point], prepare: Prepare, device: torch.device,
+                  plan: Rounds) -> list[PointResult | Exception]:
+    """Prepare every point, time the prepared ones in interleaved rounds, and finish each: one result (or
+    the exception that ended it, a `Skip` among them) per point, in order."""
+    out: list[PointResult | Exception | None] = [None] * len(points)
+    ready: dict[int, Prepared] = {}
+    for index, point in enumerate(points):
+        try:
+            got = prepare(point, device)
+        except Exception as exc:  # noqa: BLE001 - one failing point must not end the group
+            out[index] = exc
+            continue
+        if isinstance(got, PointResult):
+            out[index] = got
+        else:
+            ready[index] = got
+    timed = interleave({i: (p.step, p.sync) for i, p in ready.items()}, plan) if ready else {}
+    for index, m in timed.items():
+        try:
+            out[index] = m if isinstance(m, Exception) else ready[index].finish(m)
+        except Exception as exc:  # noqa: BLE001
+            out[index] = exc
+    return out
+
+
+def run(claim: str, points: Iterable[Point], prepare: Prepare, plan: Rounds = Rounds(), *, device: str = "auto",
         root: Path | None = None, rerun: bool = False, retry_errors: bool = False,
         deadline: Deadline | None = None, slow: frozenset[str] = frozenset(), progress: bool = True) -> SweepReport:
-    """Measure every point not yet stored for this hardware, appending one row per point at once.
+    """Measure every point not yet stored for this hardware, group by group (`groups`, `measure_group`),
+    appending each group's rows at once.
 
     Stored `ok` and `skipped` rows are done; a stored `error` is measured again only with
     `retry_errors` (the file keeps both rows, `results.load` shows the newer). fp32 means IEEE fp32
@@ -212,35 +267,44 @@ def run(claim: str, points: Iterable[Point], measure_point: MeasurePoint, *, dev
             report.errors_not_retried += 1
         else:
             todo.append(point)
-    bar = tqdm(todo, desc=f"{claim} on {fp.hardware_id}", unit="config", disable=not progress)
+    bar = tqdm(total=len(todo), desc=f"{claim} on {fp.hardware_id}", unit="config", disable=not progress)
+    left = len(todo)
     with ieee_fp32(dev):
-        for index, point in enumerate(bar):
-            if not deadline.allows_another(slow=point.kernel in slow):
-                report.left = len(todo) - index
+        for group in groups(todo, slow):
+            if not deadline.allows_another(slow=group[0].kernel in slow):
+                report.left = left
                 break
-            bar.set_postfix_str(label(point))
-            start = time.monotonic()
-            try:
-                row = make_row(claim, point, dev, fp, outcome=measure_point(point, dev))
-                report.measured += 1
-            except Skip as exc:
-                row = make_row(claim, point, dev, fp, status="skipped", error=str(exc))
-                report.skipped += 1
-            except Exception as exc:  # noqa: BLE001 - one failing config must not end the sweep
-                if isinstance(exc, torch.cuda.OutOfMemoryError):
-                    gc.collect()
-                    torch.cuda.empty_cache()
-                bar.write(f"{claim}: {label(point)} failed: {describe(exc)}")
-                row = make_row(claim, point, dev, fp, status="error", error=describe(exc))
-                report.errors += 1
-                if is_fatal_cuda_error(exc) or not device_still_works(dev):
-                    results.append(claim, fp.hardware_id, [row], root)
-                    bar.close()
-                    raise DeviceFailed(
-                        f"{claim}: {label(point)} hit a CUDA error that leaves this process unusable "
-                        f"({describe(exc)}); every finished row is stored, this point as an error. Run the "
-                        f"command again to resume (it skips this point unless --retry-errors).") from None
+            bar.set_postfix_str(label(group[0]) + (f" and {len(group) - 1} more" if len(group) > 1 else ""))
+            start, conditions = time.monotonic(), hardware.conditions()
+            rows, unusable = [], None
+            for point, outcome in zip(group, measure_group(group, prepare, dev, plan)):
+                if isinstance(outcome, PointResult):
+                    rows.append(make_row(claim, point, dev, fp, outcome=outcome, conditions=conditions))
+                    report.measured += 1
+                elif isinstance(outcome, Skip):
+                    rows.append(make_row(claim, point, dev, fp, status="skipped", error=str(outcome),
+                                         conditions=conditions))
+                    report.skipped += 1
+                else:
+                    if isinstance(outcome, torch.cuda.OutOfMemoryError):
+                        gc.collect()
+                        torch.cuda.empty_cache()
+                    bar.write(f"{claim}: {label(point)} failed: {describe(outcome)}")
+                    rows.append(make_row(claim, point, dev, fp, status="error", error=describe(outcome),
+                                         conditions=conditions))
+                    report.errors += 1
+                    if unusable is None and (is_fatal_cuda_error(outcome) or not device_still_works(dev)):
+                        unusable = (point, outcome)
             deadline.record(time.monotonic() - start)
-            results.append(claim, fp.hardware_id, [row], root)
+            results.append(claim, fp.hardware_id, rows, root)
+            bar.update(len(group))
+            left -= len(group)
+            if unusable is not None:
+                bar.close()
+                point, exc = unusable
+                raise DeviceFailed(
+                    f"{claim}: {label(point)} hit a CUDA error that leaves this process unusable "
+                    f"({describe(exc)}); every finished row is stored, this point as an error. Run the "
+                    f"command again to resume (it skips this point unless --retry-errors).")
     bar.close()
     return report

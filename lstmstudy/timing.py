@@ -3,34 +3,53 @@
 The mistake this study warns about is timing asynchronous GPU work without a sync: the clock then
 measures how fast work is *queued*, not how fast it runs. `measure` therefore calls `sync` inside
 every timed sample; `sync_for(device)` picks the right one.
+
+`measure` times one step in one burst. `interleave` times the steps a claim compares in rounds: every
+round runs a short burst of each step, in an order shuffled from a recorded seed, so that a slow
+moment of a shared machine hits every step alike and shows up as a difference between rounds.
 """
 
 from __future__ import annotations
 
 import math
+import random
 import statistics
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Hashable, Mapping
 from contextlib import contextmanager
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 import torch
+
+from lstmstudy import stats
 
 Sync = Callable[[], object]
 
 
 @dataclass(frozen=True)
 class Measurement:
-    """Raw per-call times in seconds and the statistics the book reports."""
+    """Raw per-call times in seconds and the statistics the book reports.
+
+    From `interleave`, `samples` hold every round's samples in round order, `round_sizes` how many each
+    round took, `seed` the seed that shuffled the rounds (shared by the steps timed together) and
+    `noisy` whether the interval stayed wider than the plan's bound. From `measure`: one round.
+    """
 
     samples: tuple[float, ...]
     warmup: int
     threads: int
     sync: str
+    round_sizes: tuple[int, ...] = ()
+    seed: int | None = None
+    noisy: bool | None = None
 
     @property
     def n(self) -> int:
         return len(self.samples)
+
+    @property
+    def rounds(self) -> list:
+        return stats.rounds_of(self.samples, self.round_sizes)
 
     def quantile(self, q: float) -> float:
         """Linear-interpolated quantile of the samples (numpy's default method)."""
@@ -41,7 +60,8 @@ class Measurement:
 
     @property
     def median(self) -> float:
-        return statistics.median(self.samples)
+        """The median of the samples; over several rounds, the median of the round medians."""
+        return stats.center(self.rounds) if len(self.round_sizes) > 1 else statistics.median(self.samples)
 
     @property
     def p25(self) -> float:
@@ -61,20 +81,31 @@ class Measurement:
         return self.iqr / self.median if self.median > 0 else math.inf
 
     def median_ci(self, confidence: float = 0.95) -> tuple[float, float]:
-        """Distribution-free confidence interval for the median from order statistics.
+        """A confidence interval for `median`: over several rounds, the hierarchical bootstrap of
+        `stats.bootstrap_median`, which includes the drift between rounds.
 
-        The number of samples below the true median is Binomial(n, 1/2); the interval between the
-        j-th and k-th order statistics covers the median with probability >= `confidence`.
+        Within one burst it is distribution-free, from order statistics: the number of samples below
+        the true median is Binomial(n, 1/2); the interval between the j-th and k-th order statistics
+        covers the median with probability >= `confidence`.
         """
+        if len(self.round_sizes) > 1:
+            _, lo, hi = stats.bootstrap_median(self.rounds, confidence=confidence)
+            return lo, hi
         ordered = sorted(self.samples)
         n = len(ordered)
         j, k = _order_statistic_bounds(n, confidence)
         return ordered[j], ordered[k]
 
+    def rel_halfwidth(self, confidence: float = 0.95) -> float:
+        """Half the width of the interval over the median: how sure the time is, as a fraction."""
+        lo, hi = self.median_ci(confidence)
+        return (hi - lo) / 2 / self.median if self.median > 0 else math.inf
+
     def summary(self) -> str:
         lo, hi = self.median_ci()
+        rounds = f", {len(self.round_sizes)} rounds" if len(self.round_sizes) > 1 else ""
         return (f"median {self.median * 1e3:.4g} ms (95% CI {lo * 1e3:.4g}-{hi * 1e3:.4g}), "
-                f"IQR/median {self.rel_iqr:.1%}, n={self.n}, {self.threads} thread(s), sync={self.sync}")
+                f"IQR/median {self.rel_iqr:.1%}, n={self.n}{rounds}, {self.threads} thread(s), sync={self.sync}")
 
 
 def _order_statistic_bounds(n: int, confidence: float) -> tuple[int, int]:
@@ -205,3 +236,84 @@ def _rel_iqr(samples: list[float]) -> float:
     q1, _, q3 = statistics.quantiles(samples, n=4, method="inclusive")
     med = statistics.median(samples)
     return (q3 - q1) / med if med > 0 else math.inf
+
+
+@dataclass(frozen=True)
+class Rounds:
+    """How `interleave` times a group of compared steps.
+
+    Each step gets `warmup` untimed calls, then `rounds` rounds run one burst of every step in a
+    shuffled order: `burst_warmup` untimed calls (the previous burst ran another step, which may have
+    evicted this one's caches), then samples for at least `burst_s` seconds and `burst_min_samples`
+    calls, at most `burst_max_samples`. While a step's 95% interval is wider than `noise_bound` of its
+    median (half width), up to `extra_rounds` more rounds of the whole group follow; a step still that
+    noisy after them is flagged `noisy`.
+    """
+
+    rounds: int = 5
+    warmup: int = 3
+    burst_warmup: int = 1
+    burst_s: float = 0.02
+    burst_min_samples: int = 2
+    burst_max_samples: int = 100
+    extra_rounds: int = 5
+    noise_bound: float = 0.10
+
+    def __post_init__(self) -> None:
+        if (self.rounds < 1 or self.warmup < 0 or self.burst_warmup < 0 or self.burst_s < 0
+                or not 1 <= self.burst_min_samples <= self.burst_max_samples or self.extra_rounds < 0
+                or not self.noise_bound > 0):
+            raise ValueError(f"invalid timing plan: {self}")
+
+    def with_min_time(self, min_time: float) -> Rounds:
+        """This plan with `min_time` seconds of sampling per step spread over its rounds."""
+        return replace(self, burst_s=min_time / self.rounds)
+
+
+def interleave(steps: Mapping[Hashable, tuple[Callable[[], object], Sync | None]], plan: Rounds = Rounds(), *,
+               seed: int | None = None, threads: int | None = None) -> dict[Hashable, Measurement | Exception]:
+    """Time every step of `steps` (name -> (step, sync)) in interleaved rounds (see `Rounds`).
+
+    Returns, per name, its `Measurement` (every round's samples, the seed, the noise flag), or the
+    exception its step raised: a step that fails leaves the rounds and the others go on. `seed`
+    (drawn at random when None) shuffles each round's order and is stored with every measurement.
+    """
+    seed = random.SystemRandom().randrange(2**32) if seed is None else seed
+    order = random.Random(seed)
+    burst = dict(warmup=plan.burst_warmup, min_time=plan.burst_s, max_time=max(plan.burst_s, 1e-9),
+                 min_samples=plan.burst_min_samples, max_samples=plan.burst_max_samples, target_rel_iqr=math.inf)
+    failed: dict[Hashable, Exception] = {}
+    samples: dict[Hashable, list[float]] = {name: [] for name in steps}
+    sizes: dict[Hashable, list[int]] = {name: [] for name in steps}
+    sync_names: dict[Hashable, str] = {}
+
+    def run(name: Hashable, **options: object) -> Measurement | None:
+        fn, sync = steps[name]
+        try:
+            return measure(fn, sync=sync, **options)
+        except Exception as exc:  # noqa: BLE001 - one failing step must not end the others' rounds
+            failed[name] = exc
+            return None
+
+    def noisy(name: Hashable) -> bool:
+        done = Measurement(tuple(samples[name]), 0, 0, "", tuple(sizes[name]))
+        return done.rel_halfwidth() > plan.noise_bound
+
+    with torch_threads(threads) as used_threads:
+        for name in steps:  # warm-up, one sample each, not kept
+            run(name, warmup=max(plan.warmup - 1, 0), min_time=0, max_time=0, min_samples=1, max_samples=1)
+        done = 0
+        while live := [name for name in steps if name not in failed]:
+            if done >= plan.rounds and (done >= plan.rounds + plan.extra_rounds or not any(map(noisy, live))):
+                break
+            order.shuffle(live)
+            for name in live:
+                if (m := run(name, **burst)) is not None:
+                    samples[name].extend(m.samples)
+                    sizes[name].append(m.n)
+                    sync_names[name] = m.sync
+            done += 1
+    return {name: failed[name] if name in failed else
+            Measurement(samples=tuple(samples[name]), warmup=plan.warmup, threads=used_threads,
+                        sync=sync_names[name], round_sizes=tuple(sizes[name]), seed=seed, noisy=noisy(name))
+            for name in steps}

@@ -6,12 +6,13 @@ import numpy as np
 import pytest
 import torch
 
-from lstmstudy import data, kernels, results, sweep
+from lstmstudy import data, results, sweep
 from lstmstudy.claims import Outcome
 from lstmstudy.claims import bucketing as claim
 from lstmstudy.errors import ParameterError
 from lstmstudy.hardware import Fingerprint
 from lstmstudy.timing import Measurement
+from tests.measuring import measure_one
 
 CPU = Fingerprint(device_kind="cpu", cpu_model="Test CPU 9000", cpu_flags=[], physical_cores=2, threads=2, ram_gb=8.0)
 GPU = Fingerprint(device_kind="cuda", cpu_model="Test CPU 9000", cpu_flags=[], physical_cores=2, threads=2, ram_gb=8.0,
@@ -169,7 +170,7 @@ def test_good_parameters_pass_and_override_the_defaults():
 @pytest.mark.parametrize("kernel", ["torch.padded", "torch.packed"])
 def test_torch_steps_train_and_report_their_kernel(kernel):
     point = next(p for p in _points([kernel]) if p.config["plan"] == claim.PER_BATCH)
-    outcome = kernels.measure_point(point, torch.device("cpu"), warmup=0, min_samples=1, min_time=0.0, max_time=0.0)
+    outcome = measure_one(point)
     assert outcome.measurement.n >= 1 and outcome.measurement.median > 0
     onednn = torch.backends.mkldnn.is_available()
     expected = {"torch.padded": "onednn", "torch.packed": "aten-loop"}[kernel] if onednn else "aten-loop"

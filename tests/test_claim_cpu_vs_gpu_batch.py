@@ -15,6 +15,7 @@ from lstmstudy.errors import ParameterError
 from lstmstudy.hardware import Fingerprint
 from lstmstudy.observe import Observation
 from lstmstudy.shapes import LSTMShape
+from tests.measuring import measure_one
 
 BATCHES = [1, 8, 64, 512]
 CPU = Fingerprint(device_kind="cpu", cpu_model="Fake Xeon", cpu_flags=[], physical_cores=2, threads=2, ram_gb=8.0)
@@ -168,7 +169,7 @@ def test_every_point_is_a_registered_workload():
 @pytest.mark.parametrize("kernel", ["torch.autoencoder", "torch.bilstm_imdb"])
 def test_a_real_torch_training_step_is_timed_and_its_ops_counted(kernel):
     p = claim.point(kernel, 2, timesteps=4, features=3, seq_len=5)
-    outcome = kernels.measure_point(p, torch.device("cpu"), warmup=1, min_time=0.0, max_time=0.05, min_samples=3)
+    outcome = measure_one(p)
     assert outcome.measurement.n >= 3 and outcome.flops > 0
     assert outcome.observed.detail["aten_ops"] > 10 and "gpu_kernels" not in outcome.observed.detail
     assert outcome.observed.kernel in {"onednn", "aten-loop"}

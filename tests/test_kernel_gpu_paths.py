@@ -30,6 +30,7 @@ from lstmstudy.kernels.torch_kernels import (
     ieee_fp32,
 )
 from lstmstudy.shapes import LSTMShape
+from tests.measuring import QUICK
 
 SHAPE = LSTMShape(batch=2, timesteps=4, features=3, hidden=5, layers=2, bidirectional=True)
 FLAGS = ((torch.backends.cudnn.rnn, "fp32_precision"), (torch.backends.cudnn.conv, "fp32_precision"),
@@ -77,8 +78,7 @@ def test_bf16_computed_in_fp16_is_an_error(lstm_outputs_fp16, phase):
 
 def test_the_sweep_stores_the_mismatch_as_an_error_row(lstm_outputs_fp16, tmp_path):
     points = [sweep.Point("torch.fused", SHAPE, "bf16"), sweep.Point("torch.raw", SHAPE, "bf16")]
-    report = sweep.run("kernels", points, kernels.measurer(warmup=1, min_time=0.0, max_time=0.02, min_samples=3),
-                       device="cpu", root=tmp_path, progress=False)
+    report = sweep.run("kernels", points, kernels.prepare, QUICK, device="cpu", root=tmp_path, progress=False)
     assert (report.measured, report.errors) == (1, 1)
     rows = {row["kernel"]: row for row in results.read_rows(report.path)}
     assert rows["torch.fused"]["status"] == "error"
@@ -228,15 +228,14 @@ def test_a_failed_capture_is_a_clear_error_with_the_capture_ended(monkeypatch, f
 def test_the_sweep_stores_a_failed_capture_and_goes_on(monkeypatch, tmp_path):
     cuda = FakeCuda(monkeypatch, fail_in_run=True, end_fails=True, profiler=False)
     monkeypatch.setattr(torch_kernels, "_profiler_ready_for_graphs", lambda: None)
-    measure = kernels.measurer(warmup=1, min_time=0.0, max_time=0.02, min_samples=3)
 
-    def measure_point(point, device):
+    def prepare(point, device):
         if point.kernel == "torch.raw":  # what _assemble does for GPU inference
             _capture(point.kernel, cuda.run, torch.device("cuda"))
-        return measure(point, device)
+        return kernels.prepare(point, device)
 
     points = [sweep.Point("torch.raw", SHAPE), sweep.Point("torch.fused", SHAPE)]
-    report = sweep.run("kernels", points, measure_point, device="cpu", root=tmp_path, progress=False)
+    report = sweep.run("kernels", points, prepare, QUICK, device="cpu", root=tmp_path, progress=False)
     assert (report.measured, report.errors) == (1, 1)
     rows = {row["kernel"]: row for row in results.read_rows(report.path)}
     assert rows["torch.raw"]["error"].startswith("GraphCaptureFailed: torch.raw: capturing its CUDA graph failed")

@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 import torch
 
-from lstmstudy import cli, results
+from lstmstudy import cli, results, sweep
 from lstmstudy.backends import CHOSEN_NOTE
 from lstmstudy.claims import lookup, registry
 
@@ -41,14 +41,16 @@ def _measure(*args: str) -> int:
 
 def test_a_deadline_exits_early_and_the_next_call_resumes_without_duplicates(tmp_path, capsys):
     root = str(tmp_path / "results")
-    assert _measure("--claims", "04", "--quick", "--deadline", "0.001", "--results-dir", root) == 0
+    claim = lookup(["01"])[0]
+    points = claim.points("cpu", quick=True)
+    first_group = sweep.groups(points, claim.slow)[0]
+    assert _measure("--claims", "01", "--quick", "--deadline", "0.001", "--results-dir", root) == 0
     out = capsys.readouterr().out
     assert "left for the next call" in out and "run the same command again to resume" in out
-    assert len(results.load("frameworks_vs_baseline", tmp_path / "results", latest=False)) == 1
-    assert _measure("--claims", "frameworks_vs_baseline", "--quick", "--results-dir", root) == 0
+    assert len(results.load(claim.name, tmp_path / "results", latest=False)) == len(first_group) < len(points)
+    assert _measure("--claims", "cudnn_fallback", "--quick", "--results-dir", root) == 0
     assert "nothing left to measure" in capsys.readouterr().out
-    stored = results.load("frameworks_vs_baseline", tmp_path / "results", latest=False)
-    points = lookup(["04"])[0].points("cpu", quick=True)
+    stored = results.load(claim.name, tmp_path / "results", latest=False)
     assert len(stored) == len(points) == len({results.row_key(row) for row in stored.to_dict("records")})
 
 

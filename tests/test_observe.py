@@ -20,6 +20,7 @@ from lstmstudy.observe import (
     what_ran,
 )
 from lstmstudy.shapes import LSTMShape
+from tests.measuring import QUICK
 
 ROOT = Path(__file__).resolve().parent.parent
 SHAPE = LSTMShape(batch=2, timesteps=4, features=3, hidden=8)
@@ -62,8 +63,8 @@ def test_a_fused_baseline_that_did_not_run_fused_is_an_error_row(results_root, m
         return dataclasses.replace(built, observe=lambda: Observation("aten-loop"))
 
     monkeypatch.setattr(kernels, "build", build_unfused)
-    report = sweep.run("demo", [sweep.Point("torch.fused", SHAPE)], kernels.measurer(min_time=0.0, max_time=0.01),
-                       device="cpu", progress=False)
+    report = sweep.run("demo", [sweep.Point("torch.fused", SHAPE)], kernels.prepare, QUICK, device="cpu",
+                       progress=False)
     assert report.errors == 1
     row = results.load("demo").iloc[0]
     assert row.status == "error" and "torch.fused at fp32 ran aten-loop, not onednn" in row.error

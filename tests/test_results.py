@@ -1,5 +1,7 @@
 from __future__ import annotations
 
+import csv
+import io
 import multiprocessing
 import os
 import signal
@@ -138,3 +140,28 @@ def test_fingerprints_are_kept_once_each(results_root):
 def test_rows_with_many_samples_read_back(results_root):
     results.append("demo", "cpu-test-1t", [row(0, samples_s=[1.2345678901234567e-05] * 20_000)])
     assert len(results.load("demo").samples[0]) == 20_000
+
+
+def test_a_file_of_the_first_schema_reads_and_the_next_append_upgrades_it(results_root):
+    path = results_root / "demo" / "cpu-test-1t.csv"
+    path.parent.mkdir(parents=True)
+    first = io.StringIO(newline="")
+    writer = csv.writer(first, lineterminator="\n")
+    writer.writerow(results.FIRST_COLUMNS)
+    writer.writerow([results._format(row(0).get(c)) for c in results.FIRST_COLUMNS])
+    path.write_text(first.getvalue())
+    old = results.load("demo").iloc[0]
+    assert old.samples == [0.001, 0.002] and old.round_sizes == [] and old.fingerprint_id == ""
+    results.append("demo", "cpu-test-1t", [row(1, round_sizes=[1, 1], round_seed=5, noisy=False)])
+    assert path.read_text().splitlines()[0] == ",".join(results.COLUMNS)
+    frame = results.load("demo")
+    assert frame.batch.tolist() == [0, 1] and frame.round_sizes.tolist() == [[], [1, 1]]
+    assert frame.round_seed[1] == 5 and frame.noisy[1] is False
+
+
+def test_every_fingerprint_has_an_id_that_its_rows_can_name(results_root):
+    fp = {"hardware_id": "cpu-test-1t", "cpu_model": "x"}
+    results.record_fingerprint("demo", fp)
+    stored = results.fingerprints("demo")["cpu-test-1t"][0]
+    assert stored["id"] == results.fingerprint_id(fp) == results.fingerprint_id(stored)
+    assert results.fingerprint_id({**fp, "cpu_model": "y"}) != stored["id"]

@@ -1,5 +1,6 @@
 from __future__ import annotations
 
+import json
 import os
 import signal
 import subprocess
@@ -214,3 +215,66 @@ def test_a_slow_kernel_gets_room_for_a_compile_before_the_deadline(results_root)
                        deadline=deadline, slow=frozenset({"torch.compiled"}))
     assert (report.measured, report.left) == (2, 1)
     assert sweep.device_still_works(torch.device("cpu"))
+
+
+# --- groups timed in interleaved rounds ---------------------------------------------------------------
+
+SHAPE = LSTMShape(batch=2, timesteps=4, features=3, hidden=8)
+PLAN = timing.Rounds(rounds=3, warmup=1, burst_s=0.0, burst_min_samples=2, extra_rounds=0)
+
+
+def test_points_at_one_shape_and_phase_form_a_group_and_slow_kernels_stand_alone():
+    other = LSTMShape(batch=4, timesteps=4, features=3, hidden=8)
+    points = [sweep.Point("torch.fused", SHAPE), sweep.Point("torch.native", SHAPE, precision="bf16"),
+              sweep.Point("torch.fused", other), sweep.Point("torch.fused", SHAPE, phase="train"),
+              sweep.Point("torch.native", SHAPE, config={"x": 1}), sweep.Point("torch.compiled", SHAPE),
+              sweep.Point("torch.compiled", SHAPE, phase="train")]
+    found = [[(p.kernel, p.shape.batch, p.phase, p.precision) for p in g]
+             for g in sweep.groups(points, slow=frozenset({"torch.compiled"}))]
+    assert found == [[("torch.fused", 2, "inference", "fp32"), ("torch.native", 2, "inference", "bf16"),
+                      ("torch.native", 2, "inference", "fp32")],
+                     [("torch.fused", 4, "inference", "fp32")], [("torch.fused", 2, "train", "fp32")],
+                     [("torch.compiled", 2, "inference", "fp32")], [("torch.compiled", 2, "train", "fp32")]]
+
+
+def test_a_group_is_timed_in_the_same_rounds_and_its_rows_say_so(results_root):
+    from lstmstudy import kernels
+
+    points = [sweep.Point("torch.fused", SHAPE), sweep.Point("torch.native", SHAPE),
+              sweep.Point("torch.fused", LSTMShape(batch=3, timesteps=4, features=3, hidden=8))]
+    report = sweep.run("demo", points, kernels.prepare, PLAN, device="cpu", progress=False)
+    assert report.measured == 3
+    frame = results.load("demo").set_index(["kernel", "batch"])
+    a, b, c = frame.loc[("torch.fused", 2)], frame.loc[("torch.native", 2)], frame.loc[("torch.fused", 3)]
+    assert a.round_sizes and len(a.round_sizes) == len(b.round_sizes) == 3 and sum(a.round_sizes) == a.n_samples
+    assert a.round_seed == b.round_seed != c.round_seed
+    assert a.noisy in (True, False) and a.ci_low_s <= a.median_s <= a.ci_high_s
+    fp = results.fingerprints("demo")[HW]
+    assert a.fingerprint_id == fp[-1]["id"] and a.load_1m >= 0
+    assert json.loads(a.thread_settings)["torch_intra"] == a.threads
+
+
+def test_a_step_that_fails_in_its_rounds_is_an_error_row_and_its_group_goes_on(results_root):
+    from lstmstudy import kernels
+
+    def prepare(point, device):
+        ready = kernels.prepare(point, device)
+        if point.kernel != "torch.native":
+            return ready
+        calls = []
+
+        def breaks_later():
+            calls.append(1)
+            if len(calls) > 4:
+                raise RuntimeError("cuDNN error: CUDNN_STATUS_EXECUTION_FAILED")
+            return ready.step()
+
+        return sweep.Prepared(breaks_later, ready.sync, ready.finish)
+
+    points = [sweep.Point("torch.fused", SHAPE), sweep.Point("torch.native", SHAPE)]
+    report = sweep.run("demo", points, prepare, PLAN, device="cpu", progress=False)
+    assert (report.measured, report.errors) == (1, 1)
+    frame = results.load("demo").set_index("kernel")
+    assert frame.status.to_dict() == {"torch.fused": "ok", "torch.native": "error"}
+    assert "CUDNN_STATUS_EXECUTION_FAILED" in frame.error["torch.native"]
+    assert len(frame.round_sizes["torch.fused"]) == 3

@@ -121,3 +121,86 @@ def test_cuda_events_agree_with_the_host_clock_and_leave_out_its_overhead():
         assert events.median <= host.median * 1.02
         if close is not None:
             assert events.median == pytest.approx(host.median, rel=close)
+
+
+# --- interleaved rounds ------------------------------------------------------------------------------
+
+class FakeBursts:
+    """Stands in for `timing.measure` inside `interleave`: records the calls, returns planned samples."""
+
+    def __init__(self, monkeypatch, times: dict, fail: dict | None = None):
+        self.calls: list[str] = []
+        self.times, self.fail, self.bursts = times, fail or {}, {name: 0 for name in times}
+
+        def fake(fn, *, sync=None, warmup=0, max_samples=1, **options):
+            name = fn()
+            if max_samples == 1 and options.get("max_time") == 0:  # the warm-up of `interleave`
+                return timing.Measurement((0.0,), warmup, 1, "none")
+            self.calls.append(name)
+            self.bursts[name] += 1
+            if self.bursts[name] == self.fail.get(name):
+                raise RuntimeError(f"{name} broke")
+            value = self.times[name](self.bursts[name])
+            return timing.Measurement((value, value * 1.01, value * 0.99), warmup, 1, "none")
+
+        monkeypatch.setattr(timing, "measure", fake)
+
+    @staticmethod
+    def steps(*names: str) -> dict:
+        return {name: ((lambda n=name: n), None) for name in names}
+
+
+def test_every_step_gets_every_round_in_an_order_shuffled_from_the_seed(monkeypatch):
+    fake = FakeBursts(monkeypatch, {"a": lambda r: 1.0, "b": lambda r: 2.0, "c": lambda r: 3.0})
+    plan = timing.Rounds(rounds=6, extra_rounds=0)
+    out = timing.interleave(fake.steps("a", "b", "c"), plan, seed=11)
+    assert all(m.round_sizes == (3,) * 6 and m.seed == 11 for m in out.values())
+    orders = [tuple(fake.calls[i:i + 3]) for i in range(0, 18, 3)]
+    assert all(sorted(o) == ["a", "b", "c"] for o in orders) and len(set(orders)) > 1
+    again = FakeBursts(monkeypatch, fake.times)
+    timing.interleave(again.steps("a", "b", "c"), plan, seed=11)
+    assert again.calls == fake.calls  # the recorded seed replays the order
+    assert out["b"].median == pytest.approx(2.0) and out["b"].noisy is False
+
+
+def test_a_failing_step_leaves_the_rounds_and_the_others_go_on(monkeypatch):
+    fake = FakeBursts(monkeypatch, {"a": lambda r: 1.0, "b": lambda r: 2.0}, fail={"b": 3})
+    out = timing.interleave(fake.steps("a", "b"), timing.Rounds(rounds=5, extra_rounds=0), seed=1)
+    assert isinstance(out["b"], RuntimeError) and str(out["b"]) == "b broke"
+    assert len(out["a"].round_sizes) == 5 and fake.bursts["b"] == 3
+
+
+def test_a_noisy_group_gets_extra_rounds_up_to_the_bound_and_stays_flagged(monkeypatch):
+    fake = FakeBursts(monkeypatch, {"steady": lambda r: 1.0, "noisy": lambda r: 1.0 if r % 2 else 3.0})
+    out = timing.interleave(fake.steps("steady", "noisy"), timing.Rounds(rounds=5, extra_rounds=3), seed=1)
+    assert len(out["steady"].round_sizes) == len(out["noisy"].round_sizes) == 8  # the group stays paired
+    assert out["noisy"].noisy is True and out["steady"].noisy is False
+
+
+def test_a_quiet_group_stops_after_its_rounds(monkeypatch):
+    fake = FakeBursts(monkeypatch, {"a": lambda r: 1.0, "b": lambda r: 1.5})
+    out = timing.interleave(fake.steps("a", "b"), timing.Rounds(rounds=5, extra_rounds=5), seed=1)
+    assert len(out["a"].round_sizes) == 5
+
+
+def test_rounds_show_drift_that_one_burst_hides():
+    drift = [1.0, 1.5, 0.9, 1.3, 1.1]
+    samples = tuple(d * (1 + k * 1e-3) for d in drift for k in range(10))
+    rounds = timing.Measurement(samples, 0, 1, "none", round_sizes=(10,) * 5)
+    lo, hi = rounds.median_ci()
+    assert rounds.median == pytest.approx(1.1, rel=0.01) and hi - lo > 0.2
+    assert rounds.rel_halfwidth() > 0.1
+
+
+def test_a_bad_plan_is_refused():
+    with pytest.raises(ValueError, match="invalid timing plan"):
+        timing.Rounds(rounds=0)
+    assert timing.Rounds(rounds=4).with_min_time(0.2).burst_s == pytest.approx(0.05)
+
+
+def test_real_steps_interleave_on_this_cpu():
+    a = torch.randn(64, 64)
+    out = timing.interleave({"mm": (lambda: a @ a, None), "add": (lambda: a + a, None)},
+                            timing.Rounds(rounds=3, burst_s=0.005, extra_rounds=0))
+    assert all(len(m.round_sizes) == 3 and m.n >= 6 and m.median > 0 for m in out.values())
+    assert out["mm"].seed == out["add"].seed

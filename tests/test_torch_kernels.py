@@ -14,6 +14,7 @@ from lstmstudy.errors import InvalidShape, Skip, UnknownKernel
 from lstmstudy.kernels import LSTMWeights
 from lstmstudy.observe import classify
 from lstmstudy.shapes import LSTMShape
+from tests.measuring import QUICK, measure_one
 
 TORCH_KERNELS = ("torch.fused", "torch.native", "torch.cell_loop", "torch.custom_activation", "torch.compiled",
                  "torch.raw", "torch.raw_noinput")
@@ -136,9 +137,9 @@ def test_compute_dtype_is_what_the_lstm_output_had(phase):
     assert kernels.build("torch.cell_loop", shape, "cpu", "bf16", phase).compute_dtype == "float32"
 
 
-def test_measure_point_passes_the_compute_dtype_on():
+def test_a_measured_point_passes_the_compute_dtype_on():
     point = sweep.Point("torch.raw", SHAPES["single"], precision="bf16")
-    outcome = kernels.measure_point(point, torch.device("cpu"), warmup=1, min_time=0.0, max_time=0.02, min_samples=3)
+    outcome = measure_one(point)
     assert outcome.compute_dtype == "bfloat16"
 
 
@@ -204,8 +205,7 @@ def test_kernel_sweep_stores_rows(tmp_path):
     points = [sweep.Point(name, SHAPES["single"], phase=phase)
               for name in ("torch.fused", "torch.raw_noinput") for phase in ("inference", "train")]
     points.append(sweep.Point("torch.raw_noinput", SHAPES["two-layer-bidirectional"]))
-    report = sweep.run("kernels", points, kernels.measurer(warmup=1, min_time=0.0, max_time=0.05, min_samples=3),
-                       device="cpu", root=tmp_path, progress=False)
+    report = sweep.run("kernels", points, kernels.prepare, QUICK, device="cpu", root=tmp_path, progress=False)
     assert (report.measured, report.skipped, report.errors) == (4, 1, 0)
     rows = results.read_rows(report.path)
     assert {r["observed_kernel"] for r in rows if r["kernel"] == "torch.raw_noinput" and r["status"] == "ok"} == {

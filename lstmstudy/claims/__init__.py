@@ -13,7 +13,7 @@ from __future__ import annotations
 import copy
 import importlib
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass, field, replace
 from enum import Enum
 from pathlib import Path
 from typing import TYPE_CHECKING
@@ -25,6 +25,7 @@ from lstmstudy.errors import ParameterError
 
 if TYPE_CHECKING:  # the claims' analysis runs without torch; only measuring needs the sweep
     from lstmstudy.sweep import Deadline, Point, SweepReport
+    from lstmstudy.timing import Rounds
 
 #: every entry `lstmstudy measure` knows, in the order it measures them: the claims, then the kernel benchmark
 MODULES = ("cudnn_fallback", "cpu_vs_gpu_batch", "mixed_precision", "frameworks_vs_baseline", "bucketing", "energy",
@@ -171,8 +172,13 @@ def band(value: float | None, reproduced: tuple[float, float], partly: tuple[flo
     return Outcome.NOT_REPRODUCED
 
 
-def timing_options(min_time: float, quick: bool) -> dict[str, float]:
-    """`timing.measure` options for a claim sweep: a quick run only checks the plumbing, so it samples briefly."""
+def timing_plan(min_time: float, quick: bool, **changes: object) -> Rounds:
+    """How a claim's sweep times each group of compared points (`timing.Rounds`): `min_time` seconds of
+    samples per point spread over 5 interleaved rounds, and up to 5 more rounds while a point's interval
+    is wider than +-10%. A quick run only checks the plumbing: 2 short rounds. `changes` adapt the plan
+    to a claim's steps (fewer warm-up calls where one step takes a second)."""
+    from lstmstudy.timing import Rounds  # imports torch; the claims' analysis runs without it
+
     if quick:
-        return dict(min_time=0.02, max_time=0.2, min_samples=3)
-    return dict(min_time=min_time, max_time=max(1.0, 5 * min_time))
+        return replace(Rounds(rounds=2, warmup=1, burst_s=0.005, burst_min_samples=1, extra_rounds=0), **changes)
+    return replace(Rounds(), **changes).with_min_time(min_time)

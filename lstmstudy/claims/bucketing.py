@@ -36,12 +36,12 @@ import numpy as np
 import pandas as pd
 
 from lstmstudy import data, kernels, sweep
-from lstmstudy.claims import Claim, Outcome, Verdict, band, timing_options
+from lstmstudy.claims import Claim, Outcome, Verdict, band, timing_plan
 from lstmstudy.errors import ParameterError
 from lstmstudy.observe import what_ran
 from lstmstudy.parameters import check_choices, check_positive_ints
 from lstmstudy.shapes import LSTMShape
-from lstmstudy.stats import bootstrap_ratio
+from lstmstudy.stats import row_ratio
 
 NAME = "bucketing"
 NUMBER = "05"
@@ -151,10 +151,11 @@ def measure(points: list[sweep.Point], *, device: str, min_time: float, quick: b
     """Measure the points not yet stored for this hardware.
 
     One timed call trains on every sampled batch once, so it is already many steps: one warm-up call
-    (which also runs the Keras step's first, optimising call) and at least 4 timed calls (3 when quick).
+    (which also runs the Keras step's first, optimising call), no warm-up between bursts, and one call
+    per round at least.
     """
-    options = {**timing_options(min_time, quick), "warmup": 1, "min_samples": 3 if quick else 4}
-    return [sweep.run(NAME, points, kernels.measurer(**options), device=device, **sweep_options)]
+    plan = timing_plan(min_time, quick, warmup=1, burst_warmup=0, burst_min_samples=1)
+    return [sweep.run(NAME, points, kernels.prepare, plan, device=device, **sweep_options)]
 
 
 # --- the analysis ----------------------------------------------------------------------------------------
@@ -213,8 +214,7 @@ def speedups(results: pd.DataFrame) -> pd.DataFrame:
             for plan, row in by_plan.items():
                 if plan == baseline:
                     continue
-                ratio, lo, hi = bootstrap_ratio(np.asarray(base.samples) * base.scale,
-                                                np.asarray(row.samples) * row.scale)
+                ratio, lo, hi = (value * base.scale / row.scale for value in row_ratio(base, row))
                 rows.append({**dict(zip(_setting_columns(), key)), "plan": plan, "baseline": baseline,
                              "ratio": ratio, "ratio_lo": lo, "ratio_hi": hi,
                              "work_ratio": base.epoch_padded_steps / row.epoch_padded_steps})

@@ -31,11 +31,11 @@ from collections.abc import Sequence
 import pandas as pd
 
 from lstmstudy import hardware, kernels, sweep
-from lstmstudy.claims import Claim, Outcome, Verdict, timing_options
+from lstmstudy.claims import Claim, Outcome, Verdict, timing_plan
 from lstmstudy.kernels.workloads import AUTOENCODER, BILSTM
 from lstmstudy.parameters import check_bool, check_choices, check_positive_ints
 from lstmstudy.shapes import LSTMShape
-from lstmstudy.stats import bootstrap_median, bootstrap_ratio
+from lstmstudy.stats import bootstrap_median, row_ratio, row_rounds
 
 NAME = "cpu_vs_gpu_batch"
 NUMBER = "02"
@@ -102,13 +102,12 @@ def measure(points: list[sweep.Point], *, device: str, min_time: float, quick: b
             **sweep_options) -> list[sweep.SweepReport]:
     """Time the training step of every point not yet stored for this hardware; with `also_cpu`, a GPU run
     measures this machine's CPU too, so that one run stores a CPU-GPU pair from one host."""
-    options = timing_options(min_time, quick)
-    if not quick:  # the largest batches take up to a second a step on a small CPU: a few samples suffice
-        options.update(warmup=2, min_samples=5)
+    # the largest batches take up to a second a step on a small CPU: one call per round suffices
+    plan = timing_plan(min_time, quick, **({} if quick else dict(warmup=2, burst_warmup=0, burst_min_samples=1)))
     devices = [device]
     if also_cpu and hardware.resolve_device(device).type == "cuda":
         devices.append("cpu")
-    return [sweep.run(NAME, points, kernels.measurer(**options), device=d, **sweep_options) for d in devices]
+    return [sweep.run(NAME, points, kernels.prepare, plan, device=d, **sweep_options) for d in devices]
 
 
 def check_parameters(parameters: dict) -> None:
@@ -141,7 +140,7 @@ def epoch_times(results: pd.DataFrame, dataset_size: int) -> pd.DataFrame:
     rows = []
     for _, row in ok.iterrows():
         steps = dataset_size / int(row.batch)
-        median, lo, hi = bootstrap_median(row.samples)
+        median, lo, hi = bootstrap_median(row_rounds(row))
         rows.append({"hardware_id": row.hardware_id, "device_kind": row.device_kind, "workload": row.workload,
                      "framework": row.framework, "kernel": row.kernel, "batch": int(row.batch),
                      "timesteps": int(row.timesteps), "steps": steps, "step_ms": median * 1e3,
@@ -174,7 +173,7 @@ def comparisons(results: pd.DataFrame) -> pd.DataFrame:
         c = ok[ok.hardware_id == cpu].set_index(["kernel", "batch", "backend"])
         g = ok[ok.hardware_id == gpu].set_index(["kernel", "batch", "backend"])
         for key in sorted(set(c.index) & set(g.index)):
-            ratio, lo, hi = bootstrap_ratio(g.loc[[key]].iloc[-1].samples, c.loc[[key]].iloc[-1].samples)
+            ratio, lo, hi = row_ratio(g.loc[[key]].iloc[-1], c.loc[[key]].iloc[-1])
             faster = "gpu" if hi < 1 else "cpu" if lo > 1 else "tie"
             rows.append({"cpu": cpu, "gpu": gpu, "pair": f"{gpu} vs {cpu}", "workload": KERNELS[key[0]][0],
                          "framework": KERNELS[key[0]][1], "kernel": key[0], "batch": int(key[1]), "ratio": ratio,

@@ -19,7 +19,7 @@ from collections.abc import Sequence
 import pandas as pd
 
 from lstmstudy import kernels, sweep
-from lstmstudy.claims import Claim, Outcome, Verdict, band, timing_options
+from lstmstudy.claims import Claim, Outcome, Verdict, band, timing_plan
 from lstmstudy.parameters import check_bool, check_choices, check_positive_ints
 from lstmstudy.shapes import LSTMShape
 from lstmstudy.stats import geomean, ratios
@@ -74,8 +74,7 @@ def grid(*, kind: str, quick: bool, batches: Sequence[int], hiddens: Sequence[in
 def measure(points: list[sweep.Point], *, device: str, min_time: float, quick: bool = False,
             **sweep_options) -> list[sweep.SweepReport]:
     """Measure the points not yet stored for this hardware (the blog model's among them)."""
-    return [sweep.run(NAME, points, kernels.measurer(**timing_options(min_time, quick)), device=device,
-                      **sweep_options)]
+    return [sweep.run(NAME, points, kernels.prepare, timing_plan(min_time, quick), device=device, **sweep_options)]
 
 
 def check_parameters(parameters: dict) -> None:

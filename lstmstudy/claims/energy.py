@@ -39,7 +39,7 @@ import pandas as pd
 import torch
 
 from lstmstudy import kernels, sweep
-from lstmstudy.claims import Claim, Outcome, Verdict, band, cudnn_fallback, timing_options
+from lstmstudy.claims import Claim, Outcome, Verdict, band, cudnn_fallback
 from lstmstudy.errors import ParameterError, Skip
 from lstmstudy.nvml import (
     ENERGY_COUNTER_PERIOD_S,
@@ -156,7 +156,8 @@ def _open_monitor(device: torch.device, sync) -> GpuMonitor:
 
 def measure_point(point: sweep.Point, device: torch.device, *, unavailable_reason: Callable = unavailable,
                   monitor_factory: Callable = _open_monitor, **timing_kwargs) -> sweep.PointResult:
-    """The `measure_point` of this claim: the idle window, or a kernel's timing plus its energy window."""
+    """The `prepare` of this claim's sweep, which measures each point its own way (not in interleaved
+    rounds): the idle window, or a kernel's timing plus its energy window."""
     if reason := unavailable_reason(device):
         raise Skip(reason)
     if point.kernel == IDLE_KERNEL:
@@ -184,7 +185,9 @@ def _measure_idle(point: sweep.Point, device: torch.device, monitor_factory: Cal
 def measure(points: list[sweep.Point], *, device: str, min_time: float, quick: bool = False,
             **sweep_options) -> list[sweep.SweepReport]:
     """Measure the points not yet stored for this hardware; without NVML every point is a `skipped` row."""
-    return [sweep.run(NAME, points, partial(measure_point, **timing_options(min_time, quick)), device=device,
+    # one burst sizes each energy window (a quick run only checks the plumbing)
+    timing = dict(min_time=0.02, max_time=0.2, min_samples=3) if quick else dict(min_time=min_time, max_time=1.0)
+    return [sweep.run(NAME, points, partial(measure_point, **timing), device=device,
                       **sweep_options)]
 
 

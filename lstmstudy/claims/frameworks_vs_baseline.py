@@ -36,7 +36,7 @@ import pandas as pd
 import torch
 
 from lstmstudy import kernels, sweep
-from lstmstudy.claims import Claim, Outcome, Verdict, timing_options
+from lstmstudy.claims import Claim, Outcome, Verdict, timing_plan
 from lstmstudy.errors import Skip
 from lstmstudy.observe import time_inside, what_ran
 from lstmstudy.parameters import check_choices, check_positive_ints
@@ -151,9 +151,9 @@ def profile_points(shapes: Sequence[LSTMShape], *, quick: bool) -> list[sweep.Po
 def measure(points: list[sweep.Point], *, device: str, min_time: float, quick: bool = False,
             **sweep_options) -> list[sweep.SweepReport]:
     """Measure the points not yet stored for this hardware (fewer timed calls at the big shapes)."""
-    options = {**timing_options(min_time, quick), "warmup": 1 if quick else 2, "min_samples": 3 if quick else 5}
-    measure_one = partial(measure_point, sessions=2 if quick else 5, **options)
-    return [sweep.run(NAME, points, measure_one, device=device, **sweep_options)]
+    plan = timing_plan(min_time, quick, **({} if quick else dict(warmup=2, burst_min_samples=1)))
+    return [sweep.run(NAME, points, partial(prepare, sessions=2 if quick else 5), plan, device=device,
+                      **sweep_options)]
 
 
 def check_parameters(parameters: dict) -> None:
@@ -163,11 +163,12 @@ def check_parameters(parameters: dict) -> None:
     check_choices("amp_kernels", parameters["amp_kernels"], KERNELS)
 
 
-def measure_point(point: sweep.Point, device, sessions: int = 5, **timing_kwargs) -> sweep.PointResult:
-    """A grid row: the registry's timing; a profiler row: `_measure_in_kernel` over `sessions` sessions."""
+def prepare(point: sweep.Point, device, sessions: int = 5) -> sweep.Prepared | sweep.PointResult:
+    """A grid row: the registry's, timed in its group's rounds; a profiler row: `_measure_in_kernel` over
+    `sessions` profiled sessions, on its own."""
     if dict(point.config) == IN_KERNEL:
         return _measure_in_kernel(point, device, sessions=sessions)
-    return kernels.measure_point(point, device, **timing_kwargs)
+    return kernels.prepare(point, device)
 
 
 def _measure_in_kernel(point: sweep.Point, device, *, sessions: int = 5) -> sweep.PointResult:

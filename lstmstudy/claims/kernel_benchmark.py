@@ -14,7 +14,7 @@ from pathlib import Path
 import pandas as pd
 
 from lstmstudy import results
-from lstmstudy.claims import Claim
+from lstmstudy.claims import Claim, timing_plan
 from lstmstudy.parameters import check_choices
 from lstmstudy.shapes import LSTMShape
 
@@ -24,8 +24,6 @@ REFERENCE = "torch.fused"
 #: the registry kernels that compile (tens of seconds each): measured after every other point
 COMPILED = frozenset({"torch.compiled"})
 QUICK_SHAPE = [1, 4, 4, 8]
-TIMING = dict(warmup=5, max_time=2.0)
-QUICK_TIMING = dict(warmup=1, min_time=0.01, max_time=0.1, min_samples=5)
 
 
 def _shape(spec: Sequence[int]) -> LSTMShape:
@@ -49,9 +47,9 @@ def measure(points: list, *, device: str, min_time: float, quick: bool = False, 
     """The GEMM limit first (unless stored), then every kernel point not yet stored."""
     from lstmstudy import kernels, roofline, sweep
 
-    timing = QUICK_TIMING if quick else dict(TIMING, min_time=min_time)
     return [roofline.measure(device, quick=quick, **sweep_options),
-            sweep.run(NAME, points, kernels.measurer(**timing), device=device, **sweep_options)]
+            sweep.run(NAME, points, kernels.prepare, timing_plan(min_time, quick, **({} if quick else dict(warmup=5))),
+                      device=device, **sweep_options)]
 
 
 def verdicts(frame: pd.DataFrame) -> list:

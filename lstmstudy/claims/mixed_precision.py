@@ -25,11 +25,11 @@ from collections.abc import Sequence
 import pandas as pd
 
 from lstmstudy import kernels, sweep
-from lstmstudy.claims import Claim, Outcome, Verdict, timing_options
+from lstmstudy.claims import Claim, Outcome, Verdict, timing_plan
 from lstmstudy.observe import what_ran
 from lstmstudy.parameters import check_choices, check_positive_ints
 from lstmstudy.shapes import LSTMShape
-from lstmstudy.stats import bootstrap_ratio, geomean
+from lstmstudy.stats import geomean, row_ratio
 
 NAME = "mixed_precision"
 NUMBER = "03"
@@ -107,8 +107,8 @@ def measure(points: list[sweep.Point], *, device: str, min_time: float, quick: b
     One untimed warm-up call is enough: building a kernel already runs its step once (`_first_call`),
     and the large CPU training steps take seconds each.
     """
-    options = {**timing_options(min_time, quick), "warmup": 1}
-    return [sweep.run(NAME, points, kernels.measurer(**options), device=device, **sweep_options)]
+    return [sweep.run(NAME, points, kernels.prepare, timing_plan(min_time, quick, warmup=1), device=device,
+                      **sweep_options)]
 
 
 def check_parameters(parameters: dict) -> None:
@@ -145,7 +145,7 @@ def speedups(results: pd.DataFrame) -> pd.DataFrame:
         ref = base.get(tuple(row[k] for k in PAIR_KEYS))
         if ref is None:
             continue
-        ratio, lo, hi = bootstrap_ratio(ref["samples"], row["samples"])
+        ratio, lo, hi = row_ratio(ref, row)
         rows.append({**{k: row[k] for k in PAIR_KEYS}, "precision": row["precision"], "ratio": ratio,
                      "ratio_lo": lo, "ratio_hi": hi, "fp32_ms": ref["median_s"] * 1e3,
                      "low_ms": row["median_s"] * 1e3,

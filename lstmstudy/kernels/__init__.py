@@ -26,7 +26,6 @@ from __future__ import annotations
 
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
-from functools import partial
 
 import numpy as np
 import torch
@@ -35,8 +34,8 @@ from lstmstudy.errors import Skip, UnknownKernel
 from lstmstudy.hardware import resolve_device
 from lstmstudy.observe import FUSED, NOTHING, Observation
 from lstmstudy.shapes import LSTMShape
-from lstmstudy.sweep import PHASES, PRECISIONS, PointResult
-from lstmstudy.timing import Sync, measure
+from lstmstudy.sweep import PHASES, PRECISIONS, PointResult, Prepared
+from lstmstudy.timing import Measurement, Sync
 
 #: The dtype each precision computes in, by name (torch's and Keras's names agree).
 DTYPE_NAMES = {"fp32": "float32", "fp16": "float16", "bf16": "bfloat16"}
@@ -238,16 +237,14 @@ def check_fused(k: Built) -> Built:
     return k
 
 
-def measure_point(point, device: torch.device, **measure_kwargs) -> PointResult:
-    """Build `point.kernel`, check what it runs and time its step: the `measure_point` of kernel sweeps."""
+def prepare(point, device: torch.device) -> Prepared:
+    """Build `point.kernel` and check what it runs: the `prepare` of kernel sweeps (`sweep.run`), whose
+    group then times the step in rounds; `finish` observes what ran, after the timing."""
     k = check_fused(build(point.kernel, point.shape, device, point.precision, point.phase, config=point.config))
-    m = measure(k.step, sync=k.sync, **measure_kwargs)
     flops = k.flops if k.flops is not None else point.shape.flops(point.phase)
-    return PointResult(measurement=m, flops=flops, observed=k.observe(),
-                   predicted_kernel=k.predicted_kernel,
-                   compute_dtype=k.compute_dtype)
 
+    def finish(m: Measurement) -> PointResult:
+        return PointResult(measurement=m, flops=flops, observed=k.observe(), predicted_kernel=k.predicted_kernel,
+                           compute_dtype=k.compute_dtype)
 
-def measurer(**measure_kwargs) -> Callable:
-    """`measure_point` with timing options bound (warmup, min_time, ...), ready for `sweep.run`."""
-    return partial(measure_point, **measure_kwargs)
+    return Prepared(step=k.step, sync=k.sync, finish=finish)
