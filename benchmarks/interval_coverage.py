@@ -72,7 +72,9 @@ def main() -> None:
     scratch = Path(tempfile.mkdtemp(prefix="interval-coverage-"))
     print(f"result sets under {scratch}", flush=True)
     runs = [measure_and_analyse(args.checkout.resolve(), scratch / f"run{i}") for i in (1, 2)]
-    summary = {"label": args.label, "checkout": str(args.checkout), "finished_at":
+    commit = subprocess.run(["git", "describe", "--always", "--dirty"], cwd=args.checkout, capture_output=True,
+                            text=True).stdout.strip()
+    summary = {"label": args.label, "checkout": str(args.checkout), "commit": commit, "finished_at":
                datetime.now(timezone.utc).isoformat(timespec="seconds"),
                "hardware_id": str(runs[0].hardware_id.iloc[0]), **coverage(*runs)}
     print(json.dumps(summary, indent=2))

@@ -53,8 +53,8 @@ def measure(device: str = "auto", sizes: Iterable[int] | None = None, quick: boo
         return CPU_16BIT_SIZES if dev.type == "cpu" and precision != "fp32" else DEFAULT_SIZES[dev.type]
 
     # a few samples suffice for one large product; a slow (emulated) precision must not take minutes
-    plan = (Rounds(rounds=2, warmup=1, burst_warmup=0, burst_min_samples=1, extra_rounds=0).with_min_time(0.05)
-            if quick else Rounds(warmup=1, burst_warmup=0, burst_min_samples=1).with_min_time(1.0))
+    plan = (Rounds(rounds=2, warmup=1, extra_rounds=0).with_min_time(0.05) if quick
+            else Rounds(warmup=1).with_min_time(1.0))
     points = [gemm_point(n, precision) for precision in precisions for n in chosen(precision)]
     return sweep.run(CLAIM, points, kernels.prepare, plan, device=str(dev), **{"progress": False, **sweep_options})
 

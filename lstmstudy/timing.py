@@ -245,9 +245,11 @@ class Rounds:
     Each step gets `warmup` untimed calls, then `rounds` rounds run one burst of every step in a
     shuffled order: `burst_warmup` untimed calls (the previous burst ran another step, which may have
     evicted this one's caches), then samples for at least `burst_s` seconds and `burst_min_samples`
-    calls, at most `burst_max_samples`. While a step's 95% interval is wider than `noise_bound` of its
-    median (half width), up to `extra_rounds` more rounds of the whole group follow; a step still that
-    noisy after them is flagged `noisy`.
+    calls, at most `burst_max_samples`. A step whose last warm-up call took `burst_s` or more gets one
+    call per burst and no warm-up call before it: its own length dwarfs what a cold cache costs, and a
+    group of second-long steps would otherwise take minutes. While a step's 95% interval is wider than
+    `noise_bound` of its median (half width), up to `extra_rounds` more rounds of the whole group follow;
+    a step still that noisy after them is flagged `noisy`.
     """
 
     rounds: int = 5
@@ -256,7 +258,7 @@ class Rounds:
     burst_s: float = 0.02
     burst_min_samples: int = 2
     burst_max_samples: int = 100
-    extra_rounds: int = 5
+    extra_rounds: int = 3
     noise_bound: float = 0.10
 
     def __post_init__(self) -> None:
@@ -282,6 +284,8 @@ def interleave(steps: Mapping[Hashable, tuple[Callable[[], object], Sync | None]
     order = random.Random(seed)
     burst = dict(warmup=plan.burst_warmup, min_time=plan.burst_s, max_time=max(plan.burst_s, 1e-9),
                  min_samples=plan.burst_min_samples, max_samples=plan.burst_max_samples, target_rel_iqr=math.inf)
+    long_burst = dict(burst, warmup=0, min_samples=1)  # for a step that takes a burst's time or more
+    bursts: dict[Hashable, dict] = {}
     failed: dict[Hashable, Exception] = {}
     samples: dict[Hashable, list[float]] = {name: [] for name in steps}
     sizes: dict[Hashable, list[int]] = {name: [] for name in steps}
@@ -300,15 +304,17 @@ def interleave(steps: Mapping[Hashable, tuple[Callable[[], object], Sync | None]
         return done.rel_halfwidth() > plan.noise_bound
 
     with torch_threads(threads) as used_threads:
-        for name in steps:  # warm-up, one sample each, not kept
-            run(name, warmup=max(plan.warmup - 1, 0), min_time=0, max_time=0, min_samples=1, max_samples=1)
+        for name in steps:  # warm-up; its last call's time picks the step's bursts, and is not kept
+            if warm := run(name, warmup=max(plan.warmup - 1, 0), min_time=0, max_time=0, min_samples=1,
+                           max_samples=1):
+                bursts[name] = long_burst if warm.samples[0] >= plan.burst_s else burst
         done = 0
         while live := [name for name in steps if name not in failed]:
             if done >= plan.rounds and (done >= plan.rounds + plan.extra_rounds or not any(map(noisy, live))):
                 break
             order.shuffle(live)
             for name in live:
-                if (m := run(name, **burst)) is not None:
+                if (m := run(name, **bursts[name])) is not None:
                     samples[name].extend(m.samples)
                     sizes[name].append(m.n)
                     sync_names[name] = m.sync

@@ -265,7 +265,7 @@ def test_a_step_that_fails_in_its_rounds_is_an_error_row_and_its_group_goes_on(r
 
         def breaks_later():
             calls.append(1)
-            if len(calls) > 4:
+            if len(calls) > 2:  # the warm-up and the first round pass
                 raise RuntimeError("cuDNN error: CUDNN_STATUS_EXECUTION_FAILED")
             return ready.step()
 

@@ -132,11 +132,14 @@ class FakeBursts:
         self.calls: list[str] = []
         self.times, self.fail, self.bursts = times, fail or {}, {name: 0 for name in times}
 
+        self.options: dict[str, set] = {name: set() for name in times}
+
         def fake(fn, *, sync=None, warmup=0, max_samples=1, **options):
             name = fn()
             if max_samples == 1 and options.get("max_time") == 0:  # the warm-up of `interleave`
-                return timing.Measurement((0.0,), warmup, 1, "none")
+                return timing.Measurement((self.times[name](0),), warmup, 1, "none")
             self.calls.append(name)
+            self.options[name].add((warmup, options["min_samples"]))
             self.bursts[name] += 1
             if self.bursts[name] == self.fail.get(name):
                 raise RuntimeError(f"{name} broke")
@@ -204,3 +207,9 @@ def test_real_steps_interleave_on_this_cpu():
                             timing.Rounds(rounds=3, burst_s=0.005, extra_rounds=0))
     assert all(len(m.round_sizes) == 3 and m.n >= 6 and m.median > 0 for m in out.values())
     assert out["mm"].seed == out["add"].seed
+
+
+def test_a_step_as_long_as_a_burst_gets_one_call_per_round_without_a_warm_up_call(monkeypatch):
+    fake = FakeBursts(monkeypatch, {"fast": lambda r: 0.001, "slow": lambda r: 0.5})
+    timing.interleave(fake.steps("fast", "slow"), timing.Rounds(burst_s=0.02, extra_rounds=0), seed=1)
+    assert fake.options == {"fast": {(1, 2)}, "slow": {(0, 1)}}

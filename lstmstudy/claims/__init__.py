@@ -174,7 +174,7 @@ def band(value: float | None, reproduced: tuple[float, float], partly: tuple[flo
 
 def timing_plan(min_time: float, quick: bool, **changes: object) -> Rounds:
     """How a claim's sweep times each group of compared points (`timing.Rounds`): `min_time` seconds of
-    samples per point spread over 5 interleaved rounds, and up to 5 more rounds while a point's interval
+    samples per point spread over 5 interleaved rounds, and up to 3 more rounds while a point's interval
     is wider than +-10%. A quick run only checks the plumbing: 2 short rounds. `changes` adapt the plan
     to a claim's steps (fewer warm-up calls where one step takes a second)."""
     from lstmstudy.timing import Rounds  # imports torch; the claims' analysis runs without it

@@ -151,10 +151,9 @@ def measure(points: list[sweep.Point], *, device: str, min_time: float, quick: b
     """Measure the points not yet stored for this hardware.
 
     One timed call trains on every sampled batch once, so it is already many steps: one warm-up call
-    (which also runs the Keras step's first, optimising call), no warm-up between bursts, and one call
-    per round at least.
+    (which also runs the Keras step's first, optimising call) is enough.
     """
-    plan = timing_plan(min_time, quick, warmup=1, burst_warmup=0, burst_min_samples=1)
+    plan = timing_plan(min_time, quick, warmup=1)
     return [sweep.run(NAME, points, kernels.prepare, plan, device=device, **sweep_options)]
 
 

@@ -102,8 +102,7 @@ def measure(points: list[sweep.Point], *, device: str, min_time: float, quick: b
             **sweep_options) -> list[sweep.SweepReport]:
     """Time the training step of every point not yet stored for this hardware; with `also_cpu`, a GPU run
     measures this machine's CPU too, so that one run stores a CPU-GPU pair from one host."""
-    # the largest batches take up to a second a step on a small CPU: one call per round suffices
-    plan = timing_plan(min_time, quick, **({} if quick else dict(warmup=2, burst_warmup=0, burst_min_samples=1)))
+    plan = timing_plan(min_time, quick, **({} if quick else dict(warmup=2)))
     devices = [device]
     if also_cpu and hardware.resolve_device(device).type == "cuda":
         devices.append("cpu")

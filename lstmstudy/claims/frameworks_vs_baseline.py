@@ -150,8 +150,8 @@ def profile_points(shapes: Sequence[LSTMShape], *, quick: bool) -> list[sweep.Po
 
 def measure(points: list[sweep.Point], *, device: str, min_time: float, quick: bool = False,
             **sweep_options) -> list[sweep.SweepReport]:
-    """Measure the points not yet stored for this hardware (fewer timed calls at the big shapes)."""
-    plan = timing_plan(min_time, quick, **({} if quick else dict(warmup=2, burst_min_samples=1)))
+    """Measure the points not yet stored for this hardware."""
+    plan = timing_plan(min_time, quick, **({} if quick else dict(warmup=2)))
     return [sweep.run(NAME, points, partial(prepare, sessions=2 if quick else 5), plan, device=device,
                       **sweep_options)]
 
