@@ -15,7 +15,7 @@ from pathlib import Path
 import pandas as pd
 
 from lstmstudy import results
-from lstmstudy.claims import Claim, Outcome, registry
+from lstmstudy.claims import CPU_ANALOGUE, GPU, Claim, Outcome, registry
 from lstmstudy.toc import TOC, claim_pages
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -33,10 +33,12 @@ SOURCES: dict[str, tuple[str, tuple[str, ...]]] = {
            ("mahorker-lstm-kernels", "zeus-nsdi23")),
 }
 
-COLUMNS = ["claim", "statement", "source", "citations", "seed figure", "hardware", "our figure", "verdict",
-           "timing", "rule", "page"]
-_PHRASES = {Outcome.REPRODUCED.value: "reproduced", Outcome.PARTLY.value: "partly reproduced",
-            Outcome.NOT_REPRODUCED.value: "not reproduced"}
+COLUMNS = ["claim", "statement", "source", "citations", "seed figure", "hardware", "evidence", "our figure",
+           "verdict", "timing", "rule", "page"]
+#: the outcomes of a measured verdict, in the order the conclusions name them
+_PHRASES = {Outcome.REPRODUCED.value: "reproduced", Outcome.EXCEEDS.value: "exceeds the seed",
+            Outcome.PARTLY.value: "partly reproduced", Outcome.NOT_REPRODUCED.value: "not reproduced",
+            Outcome.INCONCLUSIVE.value: "inconclusive"}
 
 
 # --- the table --------------------------------------------------------------------------------------
@@ -45,7 +47,8 @@ def table(root: Path | None = None, *, claims: Sequence[Claim] | None = None, to
     """One row per claim and stored hardware set: the seed's figure, ours, the verdict and the page.
 
     Verdicts come from each claim's `verdicts(results.load(name, root))`; a claim with no stored result
-    set gets one row that says so (verdict: not measured).
+    set gets one row that says so (verdict: not measured). `evidence` says what a verdict tests: the
+    seed's GPU claim (a GPU set) or its CPU analogue (a CPU set), which never counts as a reproduction.
     """
     pages = claim_pages(toc)
     rows = []
@@ -57,10 +60,11 @@ def table(root: Path | None = None, *, claims: Sequence[Claim] | None = None, to
         frame = results.load(claim.name, root)
         verdicts = claim.verdicts(frame)
         if not verdicts:
-            rows.append({**base, "hardware": "", "our figure": "no stored result set",
+            rows.append({**base, "hardware": "", "evidence": "", "our figure": "no stored result set",
                          "verdict": Outcome.NOT_MEASURED.value, "timing": ""})
-        rows += [{**base, "hardware": v.hardware_id, "our figure": v.ours_text, "verdict": v.outcome.value,
-                  "timing": noise(frame[frame.hardware_id == v.hardware_id])} for v in verdicts]
+        rows += [{**base, "hardware": v.hardware_id, "evidence": v.evidence, "our figure": v.ours_text,
+                  "verdict": v.outcome.value, "timing": noise(frame[frame.hardware_id == v.hardware_id])}
+                 for v in verdicts]
     return pd.DataFrame(rows, columns=COLUMNS)
 
 
@@ -104,24 +108,36 @@ def to_markdown(ledger: pd.DataFrame) -> str:
         claim = (f"{_page_ref(row['claim'], row['page'])}: {_md(row['statement'])}. "
                  f"*Source: {_md(row['source'])}*{_cites(row['citations'])}") if first else ""
         seed = _md(row["seed figure"]) if first else ""
-        hardware = f"`{row['hardware']}`" if row["hardware"] else "none stored"
+        hardware = f"`{row['hardware']}` ({row['evidence']})" if row["hardware"] else "none stored"
         ours = f"{row['our figure']}; {row['timing']}" if row["timing"] else row["our figure"]
-        lines.append(f"| {claim} | {seed} | {hardware} | **{_md(row['verdict'])}** | {_md(ours)} |")
+        verdict = (f"{CPU_ANALOGUE}: {_md(row['verdict'])} (not counted)" if _is_analogue(row)
+                   else f"**{_md(row['verdict'])}**")
+        lines.append(f"| {claim} | {seed} | {hardware} | {verdict} | {_md(ours)} |")
     return "\n".join(lines)
 
 
 # --- the conclusions --------------------------------------------------------------------------------
 
+def _is_analogue(row: dict) -> bool:
+    return row["evidence"] == CPU_ANALOGUE and row["verdict"] != Outcome.NOT_MEASURED.value
+
+
 def counts(ledger: pd.DataFrame) -> dict[str, int]:
-    """How many claims and verdicts the ledger holds, by outcome, and how many hardware sets of each kind."""
+    """How many claims and verdicts the ledger holds, how many hardware sets of each kind, and the outcomes
+    of the verdicts that count: those on GPU sets (a CPU set's verdict is a CPU analogue, counted apart)."""
     hardware = pd.Series(ledger["hardware"].unique(), dtype=str)
     hardware = hardware[hardware != ""]
-    outcome = ledger["verdict"].value_counts()
+    measured = ledger[ledger["verdict"] != Outcome.NOT_MEASURED.value]
+    gpu = measured[measured["evidence"] == GPU]["verdict"].value_counts()
     return {"claims": int(ledger["claim"].nunique()), "verdicts": int(len(ledger)),
-            "reproduced": int(outcome.get(Outcome.REPRODUCED.value, 0)),
-            "partly": int(outcome.get(Outcome.PARTLY.value, 0)),
-            "not_reproduced": int(outcome.get(Outcome.NOT_REPRODUCED.value, 0)),
-            "not_measured": int(outcome.get(Outcome.NOT_MEASURED.value, 0)),
+            "gpu_verdicts": int(gpu.sum()),
+            "reproduced": int(gpu.get(Outcome.REPRODUCED.value, 0)),
+            "exceeds": int(gpu.get(Outcome.EXCEEDS.value, 0)),
+            "partly": int(gpu.get(Outcome.PARTLY.value, 0)),
+            "not_reproduced": int(gpu.get(Outcome.NOT_REPRODUCED.value, 0)),
+            "inconclusive": int(gpu.get(Outcome.INCONCLUSIVE.value, 0)),
+            "cpu_analogues": int((measured["evidence"] == CPU_ANALOGUE).sum()),
+            "not_measured": int((ledger["verdict"] == Outcome.NOT_MEASURED.value).sum()),
             "gpu_sets": int(hardware.str.startswith("cuda-").sum()),
             "cpu_sets": int(hardware.str.startswith("cpu-").sum())}
 
@@ -139,33 +155,50 @@ def sentences(ledger: pd.DataFrame) -> list[str]:
             where = f"the stored sets ({', '.join(f'`{h}`' for h in stored)})" if stored else "any stored hardware set"
             out.append(f"{head} Not measurable on {where}: neither confirmed nor refuted here.")
             continue
-        parts = []
-        for outcome, phrase in _PHRASES.items():
-            hits = measured[measured["verdict"] == outcome]
-            if not hits.empty:
-                where = "; ".join(f"`{h}` ({_md(ours)})" for h, ours in zip(hits["hardware"], hits["our figure"]))
-                parts.append(f"**{phrase}** on {where}")
-        sentence = f"{head} Ours: {', and '.join(parts)}."
+        gpu, cpu = measured[measured["evidence"] == GPU], measured[measured["evidence"] == CPU_ANALOGUE]
+        sentence = head
+        if not gpu.empty:
+            sentence += f" On GPUs: {_outcomes(gpu, bold=True)}."
+        else:
+            sentence += " **Its GPU claim is untested**: no GPU result set carries a verdict for it."
+        if not cpu.empty:
+            sentence += f" Its CPU analogue (not counted as a reproduction): {_outcomes(cpu, bold=False)}."
         unmeasurable = [h for h in rows.loc[rows["verdict"] == Outcome.NOT_MEASURED.value, "hardware"] if h]
         if unmeasurable:
             sentence += f" Not measurable on {', '.join(f'`{h}`' for h in unmeasurable)}."
-        if not measured["hardware"].str.startswith("cuda-").any():
-            sentence += " Its GPU form is untested: no GPU result set carries a verdict for it."
         out.append(sentence)
     return out
+
+
+def _outcomes(rows: pd.DataFrame, *, bold: bool) -> str:
+    """'reproduced on `set` (figure); and partly reproduced on ...' for the verdicts in `rows`."""
+    parts = []
+    for outcome, phrase in _PHRASES.items():
+        hits = rows[rows["verdict"] == outcome]
+        if not hits.empty:
+            where = "; ".join(f"`{h}` ({_md(ours)})" for h, ours in zip(hits["hardware"], hits["our figure"]))
+            parts.append(f"{f'**{phrase}**' if bold else phrase} on {where}")
+    return ", and ".join(parts)
 
 
 def conclusions(ledger: pd.DataFrame) -> str:
     """The conclusions page's text, as MyST Markdown, computed from the ledger's verdicts."""
     n = counts(ledger)
-    paragraphs = [f"Across the {n['verdicts']} verdicts on {n['claims']} claims (one verdict per claim and "
-                  f"stored hardware set): {n['reproduced']} reproduced, {n['partly']} partly reproduced, "
-                  f"{n['not_reproduced']} not reproduced, and {n['not_measured']} that could not be measured on "
-                  f"the hardware at hand."]
+    sets = sorted(h for h in ledger["hardware"].unique() if h)
+    gpus, cpus = [h for h in sets if h.startswith("cuda-")], [h for h in sets if h.startswith("cpu-")]
+    listed = lambda names: f" ({', '.join(f'`{h}`' for h in names)})" if names else ""  # noqa: E731
+    paragraphs = [f"**Where the data come from:** {len(gpus)} GPU result set(s){listed(gpus)} and {len(cpus)} CPU "
+                  f"result set(s){listed(cpus)}. Every seed's claim is about GPUs: a verdict on a CPU set tests "
+                  f"its CPU analogue and is never counted as a reproduction."]
     if n["gpu_sets"] == 0:
-        paragraphs.append("**No GPU result set is stored.** Every claim about GPUs below is untested on this "
-                          "study's own hardware; a reader with an NVIDIA GPU can add one with "
-                          "`lstmstudy measure --device cuda` and `lstmstudy reproduce --no-measure`, and this page is "
-                          "recomputed from it.")
+        paragraphs.append("**No GPU result set is stored, so no claim about GPUs is tested here.** A reader with "
+                          "an NVIDIA GPU can add one with `lstmstudy measure --device cuda` and "
+                          "`lstmstudy reproduce --no-measure`, and this page is recomputed from it.")
+    else:
+        paragraphs.append(f"Of the {n['gpu_verdicts']} verdicts on GPU sets: {n['reproduced']} reproduced, "
+                          f"{n['exceeds']} above the seed's range, {n['partly']} partly reproduced, "
+                          f"{n['not_reproduced']} not reproduced and {n['inconclusive']} inconclusive.")
+    paragraphs.append(f"The CPU sets give {n['cpu_analogues']} verdicts on CPU analogues; {n['not_measured']} "
+                      f"verdicts could not be measured on the hardware at hand.")
     bullets = "\n".join(f"- {s}" for s in sentences(ledger))
     return "\n\n".join(paragraphs + ([bullets] if bullets else []))

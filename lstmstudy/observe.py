@@ -133,7 +133,9 @@ def time_inside(step: Callable[[], object], sync: Callable[[], object] | None, d
 
     K is chosen for about `work_s` of work per session. On a CPU: the self time of oneDNN's LSTM op; on a
     GPU: the summed duration of every GPU kernel the calls launched (cuDNN's RNN kernels and its GEMMs).
-    The observation names what ran and keeps the profiler's wall time per call, for comparison.
+    The observation names what ran and keeps the profiler's wall time per call of each session
+    (`profiled_wall_s`, in session order), so that a share of time inside the kernel is taken within one
+    session.
     """
     sync = sync or (lambda: None)
     one_call = []
@@ -163,9 +165,9 @@ def time_inside(step: Callable[[], object], sync: Callable[[], object] | None, d
         names.update(e.name for e in inside)
         samples.append(total_us * 1e-6 / calls)
         walls.append(wall)
-    walls.sort()
     detail = {"kernels": sorted(names)[:12], "calls_per_session": calls,
-              "profiled_wall_ms_per_call": round(walls[len(walls) // 2] * 1e3, 6)}
+              "profiled_wall_ms_per_call": round(sorted(walls)[len(walls) // 2] * 1e3, 6),
+              "profiled_wall_s": [round(w, 9) for w in walls]}
     return samples, Observation(classify(ops, sorted(names)), detail)
 
 

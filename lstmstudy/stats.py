@@ -65,9 +65,9 @@ def bootstrap_median(rounds: Sequence[np.ndarray], *, n_boot: int = 1000, seed: 
     return (center(rounds), *_interval(boot, confidence))
 
 
-def bootstrap_ratio(numerator: Sequence[np.ndarray], denominator: Sequence[np.ndarray], *, paired: bool = False,
-                    n_boot: int = 1000, seed: int = 0, confidence: float = 0.95) -> tuple[float, float, float]:
-    """The ratio of two rows' times, numerator over denominator, with a hierarchical bootstrap interval.
+def ratio_replicates(numerator: Sequence[np.ndarray], denominator: Sequence[np.ndarray], *, paired: bool = False,
+                     n_boot: int = 1000, seed: int = 0) -> tuple[float, np.ndarray]:
+    """The ratio of two rows' times, numerator over denominator, and its hierarchical bootstrap replicates.
 
     `paired`: the two were timed in the same rounds (interleaved), so the ratio is formed within each
     round (round medians) and summarised by its median over rounds, and a replicate draws the same rounds
@@ -82,12 +82,30 @@ def bootstrap_ratio(numerator: Sequence[np.ndarray], denominator: Sequence[np.nd
         picks = rng.integers(0, len(numerator), (n_boot, len(numerator)))
         boot = np.median(_resampled_round_medians(numerator, picks, rng)
                          / _resampled_round_medians(denominator, picks, rng), axis=1)
-        return (float(np.median(per_round)), *_interval(boot, confidence))
+        return float(np.median(per_round)), boot
     boot_a = np.median(_resampled_round_medians(numerator, rng.integers(0, len(numerator),
                                                                          (n_boot, len(numerator))), rng), axis=1)
     boot_b = np.median(_resampled_round_medians(denominator, rng.integers(0, len(denominator),
                                                                            (n_boot, len(denominator))), rng), axis=1)
-    return (center(numerator) / center(denominator), *_interval(boot_a / boot_b, confidence))
+    return center(numerator) / center(denominator), boot_a / boot_b
+
+
+def bootstrap_ratio(numerator: Sequence[np.ndarray], denominator: Sequence[np.ndarray], *, paired: bool = False,
+                    n_boot: int = 1000, seed: int = 0, confidence: float = 0.95) -> tuple[float, float, float]:
+    """`ratio_replicates`' ratio and its percentile interval."""
+    ratio, boot = ratio_replicates(numerator, denominator, paired=paired, n_boot=n_boot, seed=seed)
+    return (ratio, *_interval(boot, confidence))
+
+
+def geomean_interval(replicates: Sequence[np.ndarray], *, seed: int = 0,
+                     confidence: float = 0.95) -> tuple[float, float]:
+    """An interval for the geometric mean of ratios over a grid's configurations that covers both sources
+    of doubt: each replicate draws the configurations with replacement and, for each drawn one, one of its
+    own bootstrap replicates (`ratio_replicates`, all of one length). A claim decides on this interval."""
+    logs = np.log(np.stack([np.asarray(r, dtype=float) for r in replicates]))  # (configurations, replicates)
+    n_configs, n_boot = logs.shape
+    picks = np.random.default_rng(seed).integers(0, n_configs, (n_boot, n_configs))
+    return _interval(np.exp(logs[picks, np.arange(n_boot)[:, None]].mean(axis=1)), confidence)
 
 
 def row_rounds(row) -> list[np.ndarray]:
@@ -108,6 +126,12 @@ def row_ratio(numerator, denominator, **options) -> tuple[float, float, float]:
                            paired=interleaved(numerator, denominator), **options)
 
 
+def row_replicates(numerator, denominator, **options) -> tuple[float, np.ndarray]:
+    """`ratio_replicates` of two loaded rows, paired when they were interleaved."""
+    return ratio_replicates(row_rounds(numerator), row_rounds(denominator),
+                            paired=interleaved(numerator, denominator), **options)
+
+
 def _field(row, name: str, default: object = ()):
     """A field of a row given as a Series, a dict or a namedtuple; `default` for a frame without the column."""
     value = row.get(name, default) if isinstance(row, (pd.Series, dict)) else getattr(row, name, default)
@@ -116,8 +140,9 @@ def _field(row, name: str, default: object = ()):
 
 def ratios(results: pd.DataFrame, baseline: str, kernels: Sequence[str] | None = None,
            keys: Sequence[str] = SHAPE_KEYS) -> pd.DataFrame:
-    """Each kernel's median time over `baseline`'s at the same configuration, with a bootstrap CI
-    (`row_ratio`): `paired` when the two were timed in the same rounds, `noisy` when either row is.
+    """Each kernel's median time over `baseline`'s at the same configuration, with a bootstrap CI and its
+    replicates (`row_replicates`): `paired` when the two were timed in the same rounds, `noisy` when either
+    row is.
 
     Only `ok` rows are compared; a ratio above 1 means the kernel is slower than the baseline.
     """
@@ -130,13 +155,15 @@ def ratios(results: pd.DataFrame, baseline: str, kernels: Sequence[str] | None =
         if key not in base.index:
             continue
         ref = base.loc[[key]].iloc[-1]
-        ratio, lo, hi = row_ratio(row, ref)
+        ratio, boot = row_replicates(row, ref)
+        lo, hi = _interval(boot, 0.95)
         rows.append({**{k: row[k] for k in keys}, "kernel": row["kernel"], "baseline": baseline,
-                     "ratio": ratio, "ratio_lo": lo, "ratio_hi": hi, "paired": interleaved(row, ref),
+                     "ratio": ratio, "ratio_lo": lo, "ratio_hi": hi, "replicates": boot,
+                     "paired": interleaved(row, ref),
                      "noisy": bool(_field(row, "noisy", False) is True or _field(ref, "noisy", False) is True),
                      "median_s": row["median_s"], "baseline_median_s": ref["median_s"]})
-    return pd.DataFrame(rows, columns=[*keys, "kernel", "baseline", "ratio", "ratio_lo", "ratio_hi", "paired",
-                                       "noisy", "median_s", "baseline_median_s"])
+    return pd.DataFrame(rows, columns=[*keys, "kernel", "baseline", "ratio", "ratio_lo", "ratio_hi", "replicates",
+                                       "paired", "noisy", "median_s", "baseline_median_s"])
 
 
 def geomean(values: Sequence[float]) -> float:

@@ -274,8 +274,8 @@ def test_other_bad_parameters_name_themselves(bad):
 # --- the page's figures -------------------------------------------------------------------------
 
 def _energy_vs_time(data):
-    return plots.energy_vs_time(claim.energy_ratios(data), claim.PRECISIONS, reproduced_from=claim.REPRODUCED[0],
-                                partly_from=claim.PARTLY[0])
+    return plots.energy_vs_time(claim.energy_ratios(data), claim.PRECISIONS, reproduced_from=claim.BANDS.edges[1],
+                                partly_from=claim.BANDS.edges[0])
 
 
 def test_figures_draw_a_gpu_set_and_nothing_without_one(tmp_path):
@@ -290,7 +290,7 @@ def test_figures_draw_a_gpu_set_and_nothing_without_one(tmp_path):
     proportion = _energy_vs_time(data)
     assert proportion is not None and len(proportion.axes.flat) == 1  # the one GPU set
     levels = {line.get_ydata()[0] for line in proportion.axes.flat[0].get_lines() if len(set(line.get_ydata())) == 1}
-    assert {claim.REPRODUCED[0], claim.PARTLY[0], 1.0} <= levels  # the verdict's bands and 1x marked
+    assert {*claim.BANDS.edges, 1.0} <= levels  # the verdict's bands and 1x marked
     amp = claim.amp_summary(data)
     plots.ratio_bars(amp, x="kernel", hue="case", xlabel="kernel", ylabel="AMP / fp32 (x)")
     assert not claim.summary(data).empty and "Energy was measured on" in claim.status_note(data)

@@ -3,15 +3,20 @@
 
 from __future__ import annotations
 
+import json
 import math
 
+import numpy as np
 import pandas as pd
 import pytest
+import torch
 
-from lstmstudy import results
+from lstmstudy import results, sweep
 from lstmstudy.claims import Outcome
 from lstmstudy.claims import frameworks_vs_baseline as claim
 from lstmstudy.errors import ParameterError
+from lstmstudy.observe import Observation
+from lstmstudy.shapes import LSTMShape
 
 SHAPES = [(h, b, t) for h in (64, 256) for b in (1, 16) for t in (10, 50)]
 DTYPES = {"fp32": "float32", "fp16": "float16", "bf16": "bfloat16"}
@@ -159,6 +164,10 @@ def test_overhead_joins_profiler_rows_with_wall_times(tmp_path):
     wall = rows({("torch.raw", "fp32"): 1.0, ("torch.fused", "fp32"): 2.0}, shapes=shape)
     inside = rows({("torch.raw", "fp32"): 0.9, ("torch.fused", "fp32"): 0.95}, shapes=shape,
                   config=results.config_text(claim.IN_KERNEL))
+    wall_ms = {row["kernel"]: row["median_s"] * 1e3 for row in wall}
+    for row in inside:  # the profiled sessions' own wall time per call (here: the grid's), which the share divides by
+        row["observed_detail"] = json.dumps({"kernels": ["aten::mkldnn_rnn_layer"],
+                                             "profiled_wall_ms_per_call": wall_ms[row["kernel"]]})
     for row in wall + inside:  # through the store, so the config text is what a sweep writes
         results.append(claim.NAME, row["hardware_id"], [row], tmp_path)
     data = results.load(claim.NAME, tmp_path)
@@ -169,6 +178,31 @@ def test_overhead_joins_profiler_rows_with_wall_times(tmp_path):
     assert "2.00x torch.raw's wall time" in text and "1.06x its time inside the kernel" in text
     # the profiler rows never enter the timed comparisons
     assert len(claim.timed(data)) == 2
+
+
+def test_an_impossible_share_is_never_shown(tmp_path):
+    shape = [SHAPES[0]]
+    wall = rows({("torch.raw", "fp32"): 1.0, ("torch.fused", "fp32"): 2.0}, shapes=shape)
+    inside = rows({("torch.raw", "fp32"): 2.63, ("torch.fused", "fp32"): 0.95}, shapes=shape,
+                  config=results.config_text(claim.IN_KERNEL))
+    wall_ms = {row["kernel"]: row["median_s"] * 1e3 for row in wall}
+    for row in inside:
+        row["observed_detail"] = json.dumps({"profiled_wall_ms_per_call": wall_ms["torch.raw"]})
+    for row in wall + inside:
+        results.append(claim.NAME, row["hardware_id"], [row], tmp_path)
+    data = results.load(claim.NAME, tmp_path)
+    table = claim.overhead(data).set_index("kernel")
+    assert table["in-kernel share"].dropna().le(1).all() and np.isnan(table.loc["torch.raw", "in-kernel share"])
+    assert "impossible share 263% left out" in table.loc["torch.raw", "what the profiler saw"]
+    assert claim.overhead_text(data)["cpu"].startswith("not measured")
+
+
+def test_a_profiled_session_above_its_wall_time_is_an_error_row(monkeypatch):
+    seen = Observation("onednn", {"profiled_wall_s": [1e-3, 1e-3]})
+    monkeypatch.setattr(claim, "time_inside", lambda *a, **k: ([0.5e-3, 1.2e-3], seen))
+    point = sweep.Point("torch.fused", LSTMShape(batch=1, timesteps=4, features=8, hidden=8), config=claim.IN_KERNEL)
+    with pytest.raises(claim.ImpossibleShare, match="120% of a session's wall time"):
+        claim.prepare(point, torch.device("cpu"), sessions=2)
 
 
 def test_grid_quick_and_amp_precision():

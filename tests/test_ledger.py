@@ -69,21 +69,33 @@ def test_the_markdown_links_pages_cites_sources_and_escapes_text(toc_file, resul
     assert all(line.count(" | ") == 4 for line in text.splitlines())  # five cells in every row
 
 
-def test_the_conclusions_follow_the_verdicts(toc_file, results_root):
+def test_the_conclusions_follow_the_verdicts_and_count_only_gpu_evidence(toc_file, results_root):
     table = ledger.table(results_root, claims=CLAIMS, toc=toc_file)
+    assert table.evidence.tolist() == ["CPU analogue", "GPU", ""]
     text = ledger.conclusions(table)
-    assert "3 verdicts on 2 claims" in text and "1 reproduced, 1 partly reproduced" in text
-    assert "**reproduced** on `cpu-a` (2.50x), and **partly reproduced** on `cuda-b` (1.50x)" in text
-    assert "neither confirmed nor refuted" in text
-    assert "No GPU result set is stored" not in text
+    assert text.startswith("**Where the data come from:** 1 GPU result set(s) (`cuda-b`) and 1 CPU result set(s) "
+                           "(`cpu-a`).")
+    assert "Of the 1 verdicts on GPU sets: 0 reproduced, 0 above the seed's range, 1 partly reproduced" in text
+    assert "On GPUs: **partly reproduced** on `cuda-b` (1.50x)." in text
+    assert "Its CPU analogue (not counted as a reproduction): reproduced on `cpu-a` (2.50x)." in text
+    assert "neither confirmed nor refuted" in text and "No GPU result set is stored" not in text
+    assert "CPU analogue: reproduced (not counted)" in ledger.to_markdown(table)
     # the same claims with other figures say something else: nothing is hard-coded
     others = [fake_claim("01", [("cpu-a", 2.5, "reproduced"), ("cpu-c", 1.0, "not reproduced")]), CLAIMS[1]]
     text = ledger.conclusions(ledger.table(results_root, claims=others, toc=toc_file))
-    assert "**not reproduced** on `cpu-c`" in text and "No GPU result set is stored" in text
-    assert "Its GPU form is untested" in text
+    assert "not reproduced on `cpu-c`" in text and "No GPU result set is stored, so no claim about GPUs" in text
+    assert "**Its GPU claim is untested**" in text and "**reproduced**" not in text
     assert ledger.counts(ledger.table(results_root, claims=others, toc=toc_file)) == {
-        "claims": 2, "verdicts": 3, "reproduced": 1, "partly": 0, "not_reproduced": 1, "not_measured": 1,
-        "gpu_sets": 0, "cpu_sets": 2}
+        "claims": 2, "verdicts": 3, "gpu_verdicts": 0, "reproduced": 0, "exceeds": 0, "partly": 0,
+        "not_reproduced": 0, "inconclusive": 0, "cpu_analogues": 2, "not_measured": 1, "gpu_sets": 0, "cpu_sets": 2}
+
+
+def test_exceeds_and_inconclusive_gpu_verdicts_are_named(toc_file, results_root):
+    claims = [fake_claim("01", [("cuda-a", 40.0, "exceeds the seed"), ("cuda-b", 2.0, "inconclusive")])]
+    table = ledger.table(results_root, claims=claims, toc=toc_file)
+    text = ledger.conclusions(table)
+    assert "**exceeds the seed** on `cuda-a` (40.00x), and **inconclusive** on `cuda-b` (2.00x)" in text
+    assert ledger.counts(table)["exceeds"] == 1 and ledger.counts(table)["inconclusive"] == 1
 
 
 def test_claim_pages_come_from_the_toc(toc_file):

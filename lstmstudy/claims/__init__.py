@@ -10,6 +10,7 @@ read that list.
 
 from __future__ import annotations
 
+import bisect
 import copy
 import importlib
 from collections.abc import Callable, Mapping, Sequence
@@ -36,14 +37,21 @@ DEVICE_KINDS = ("cpu", "cuda")
 
 class Outcome(str, Enum):
     REPRODUCED = "reproduced"
+    EXCEEDS = "exceeds the seed"  # the whole interval lies above the seed's ceiling
     PARTLY = "partly"
     NOT_REPRODUCED = "not reproduced"
+    INCONCLUSIVE = "inconclusive"  # the interval straddles a threshold of the rule
     NOT_MEASURED = "not measured on this hardware"
+
+
+#: every seed's claim is about GPUs: a verdict on a CPU set tests the claim's CPU analogue, never the claim
+GPU, CPU_ANALOGUE = "GPU", "CPU analogue"
 
 
 @dataclass(frozen=True)
 class Verdict:
-    """One claim on one hardware set: the seed's figure, ours, and the outcome of the stated rule."""
+    """One claim on one hardware set: the seed's figure, ours with its 95% interval (`low`, `high`; None where
+    the rule decides on something else), and the outcome of the stated rule."""
 
     claim: str
     statement: str
@@ -53,9 +61,21 @@ class Verdict:
     ours_text: str
     outcome: Outcome
     rule: str
+    low: float | None = None
+    high: float | None = None
+
+    @property
+    def evidence(self) -> str:
+        """`GPU` for a verdict on a GPU set; `CPU analogue` on a CPU set (or arithmetic that needs no device)."""
+        return GPU if self.hardware_id.startswith("cuda-") else CPU_ANALOGUE
+
+    @property
+    def counts(self) -> bool:
+        """Whether this verdict counts as evidence for or against the seed's (GPU) claim."""
+        return self.evidence == GPU and self.outcome != Outcome.NOT_MEASURED
 
     def as_dict(self) -> dict:
-        return {**asdict(self), "outcome": self.outcome.value}
+        return {**asdict(self), "outcome": self.outcome.value, "evidence": self.evidence}
 
 
 @dataclass(frozen=True)
@@ -161,15 +181,30 @@ def lookup(wanted: Sequence[str] | None) -> list[Claim]:
     return [c for c in entries if c.stem in chosen]
 
 
-def band(value: float | None, reproduced: tuple[float, float], partly: tuple[float, float]) -> Outcome:
-    """Outcome of a figure against half-open bands [lo, hi): `reproduced` first, then `partly`."""
-    if value is None or not np.isfinite(value):
-        return Outcome.NOT_MEASURED
-    if reproduced[0] <= value < reproduced[1]:
-        return Outcome.REPRODUCED
-    if partly[0] <= value < partly[1]:
-        return Outcome.PARTLY
-    return Outcome.NOT_REPRODUCED
+@dataclass(frozen=True)
+class Bands:
+    """A rule's regions of a statistic, decided on its interval, not its point estimate.
+
+    `edges` (increasing) cut the line into `len(edges) + 1` regions, each half-open [edge, next edge)
+    with its outcome in `outcomes`. An interval inside one region gets that region's outcome; one that
+    straddles an edge is `INCONCLUSIVE`: the data cannot tell which side the claim is on.
+    """
+
+    edges: tuple[float, ...]
+    outcomes: tuple[Outcome, ...]
+
+    def __post_init__(self) -> None:
+        if len(self.outcomes) != len(self.edges) + 1 or list(self.edges) != sorted(set(self.edges)):
+            raise ValueError(f"bands need increasing edges and one outcome more than edges: {self}")
+
+    def region(self, value: float) -> Outcome:
+        return self.outcomes[bisect.bisect_right(self.edges, value)]
+
+    def decide(self, low: float | None, high: float | None) -> Outcome:
+        if low is None or high is None or not (np.isfinite(low) and np.isfinite(high)):
+            return Outcome.NOT_MEASURED
+        first, last = bisect.bisect_right(self.edges, low), bisect.bisect_right(self.edges, high)
+        return self.outcomes[first] if first == last else Outcome.INCONCLUSIVE
 
 
 def timing_plan(min_time: float, quick: bool, **changes: object) -> Rounds:

@@ -29,14 +29,13 @@ batch costs, with less variance than a random sample of the same size).
 from __future__ import annotations
 
 import json
-import math
 from collections.abc import Sequence
 
 import numpy as np
 import pandas as pd
 
 from lstmstudy import data, kernels, sweep
-from lstmstudy.claims import Claim, Outcome, Verdict, band, timing_plan
+from lstmstudy.claims import Bands, Claim, Outcome, Verdict, timing_plan
 from lstmstudy.errors import ParameterError
 from lstmstudy.observe import what_ran
 from lstmstudy.parameters import check_choices, check_positive_ints
@@ -48,11 +47,11 @@ NUMBER = "05"
 STATEMENT = "Auto-generated greedy buckets make LSTM training 3.3x faster than no bucketing"
 SEED_FIGURE = "3.3x (autogen buckets vs no bucketing; 8-layer LSTM, Penn Treebank, one GTX 750)"
 SEED_SPEEDUP = 3.3
-RULE = ("reproduced if auto buckets' estimated epoch time with torch.padded (every padded step computed, as "
-        "the slides' framework did) is at least 2.5x shorter than with every batch padded to the corpus "
-        "maximum (the slides' 'no bucketing'); partly if 1.5x-2.5x; not reproduced below 1.5x")
-REPRODUCED = (2.5, math.inf)
-PARTLY = (1.5, 2.5)
+RULE = ("decided on the 95% interval of the speed-up of auto buckets' estimated epoch time with torch.padded "
+        "(every padded step computed, as the slides' framework did) over every batch padded to the corpus "
+        "maximum (the slides' 'no bucketing'): reproduced if it lies at or above 2.5x; partly if within "
+        "1.5x-2.5x; not reproduced if below 1.5x; inconclusive if it straddles 1.5x or 2.5x")
+BANDS = Bands((1.5, 2.5), (Outcome.NOT_REPRODUCED, Outcome.PARTLY, Outcome.REPRODUCED))
 
 WORKED_STATEMENT = "Lengths 4, 8, 3, 7 in batches of two: 22 real steps, 30 padded (~36% more), 24 bucketed"
 WORKED_SEED = "22 / 30 / 24 steps"
@@ -285,8 +284,9 @@ def verdicts(results: pd.DataFrame) -> list[Verdict]:
         if not other.empty:
             o = other.iloc[0]
             text += f"; {o.ratio:.2f}x over per-batch padding (padded work {o.work_ratio:.2f}x less)"
-        out.append(Verdict(NAME, STATEMENT, hardware_id, SEED_FIGURE, figure, text, band(figure, REPRODUCED, PARTLY),
-                           RULE))
+        low, high = float(head.ratio_lo), float(head.ratio_hi)
+        out.append(Verdict(NAME, STATEMENT, hardware_id, SEED_FIGURE, figure, text, BANDS.decide(low, high), RULE,
+                           low, high))
     return out
 
 

@@ -39,7 +39,7 @@ import pandas as pd
 import torch
 
 from lstmstudy import kernels, sweep
-from lstmstudy.claims import Claim, Outcome, Verdict, band, cudnn_fallback
+from lstmstudy.claims import Bands, Claim, Outcome, Verdict, cudnn_fallback
 from lstmstudy.errors import ParameterError, Skip
 from lstmstudy.nvml import (
     ENERGY_COUNTER_PERIOD_S,
@@ -63,13 +63,14 @@ NUMBER = "06"
 STATEMENT = ("Energy per sequence (the paper's future work): a fallback kernel costs energy in proportion "
              "to its time, at least 2x the fused kernel's")
 SEED_FIGURE = "not measured (the paper's future work)"
-REPRODUCED = cudnn_fallback.REPRODUCED  # the same bands as claim 1's slowdown: >= 2x
-PARTLY = cudnn_fallback.PARTLY  # 1.25x - 2x
+#: claim 1's time band, one-sided: >= 2x reproduced, 1.25x-2x partly
+BANDS = Bands((1.25, 2.0), (Outcome.NOT_REPRODUCED, Outcome.PARTLY, Outcome.REPRODUCED))
 RULE = ("the hypothesis 'the fallback costs energy in proportion to its time' is reproduced on a GPU set if "
         "the geometric mean, over every measured configuration, of the fallback's total GPU energy per "
         "sequence over the fused kernel's (torch.native over torch.fused; keras.relu and "
         "keras.recurrent_dropout over keras.cudnn_auto) is at least 2x (claim 1's time band); partly "
-        "between 1.25x and 2x; not reproduced below 1.25x; not measured where NVML cannot read a GPU's energy")
+        "between 1.25x and 2x; not reproduced below 1.25x; not measured where NVML cannot read a GPU's energy. "
+        "Decided on the point estimate: one energy window per configuration gives no interval yet")
 
 #: fallback kernel -> the fused kernel it is compared with (claim 1's pairs)
 PAIRS: dict[str, str] = {k: cudnn_fallback.TRIGGERS[k][0]
@@ -343,7 +344,7 @@ def verdicts(results: pd.DataFrame) -> list[Verdict]:
                 f"configurations: {what}; time ratio {geomean(mine.time_ratio):.2f}x"
                 + (f", above idle {geomean(above):.2f}x" if len(above) else "") + ")")
         out.append(Verdict(NAME, STATEMENT, hardware_id, SEED_FIGURE, figure, text,
-                           band(figure, REPRODUCED, PARTLY), RULE))
+                           BANDS.decide(figure, figure), RULE))
     return out
 
 

@@ -171,13 +171,22 @@ def prepare(point: sweep.Point, device, sessions: int = 5) -> sweep.Prepared | s
     return kernels.prepare(point, device)
 
 
+class ImpossibleShare(RuntimeError):
+    """The profiler put more time inside the kernel than the session's wall time: the row is an error."""
+
+
 def _measure_in_kernel(point: sweep.Point, device, *, sessions: int = 5) -> sweep.PointResult:
-    """Time spent inside the LSTM kernel per call, one sample per profiled session (`observe.time_inside`)."""
+    """Time spent inside the LSTM kernel per call, one sample per profiled session (`observe.time_inside`),
+    each session's wall time beside it; a session whose in-kernel time exceeds its wall time is an error."""
     k = kernels.check_fused(kernels.build(point.kernel, point.shape, device, point.precision, point.phase))
     try:
         samples, seen = time_inside(k.step, k.sync, device, sessions=sessions)
     except LookupError as exc:
         raise Skip(f"{point.kernel}: {exc}") from None
+    shares = [inside / wall for inside, wall in zip(samples, seen.detail["profiled_wall_s"])]
+    if max(shares) > 1:
+        raise ImpossibleShare(f"{point.kernel}: the profiler saw {max(shares):.0%} of a session's wall time inside "
+                              f"the kernel; a share above 100% is a measuring error, not a result")
     measurement = Measurement(samples=tuple(samples), warmup=3, threads=torch.get_num_threads(), sync="profiler")
     return sweep.PointResult(measurement=measurement, flops=point.shape.flops(point.phase), observed=seen,
                          compute_dtype=k.compute_dtype)
@@ -418,9 +427,14 @@ def ratio_pivot(results: pd.DataFrame, hardware_id: str, kernel: str = "torch.fu
 
 def overhead(results: pd.DataFrame) -> pd.DataFrame:
     """Wall time against time inside the LSTM kernel (profiler) for torch.raw and torch.fused, per
-    profiled shape: what part of "PyTorch is slower than DeepBench" is framework overhead."""
-    columns = ["hardware_id", "kernel", "hidden", "batch", "timesteps", "wall ms", "in-kernel ms",
-               "outside the kernel ms", "in-kernel share", "what the profiler saw"]
+    profiled shape: what part of "PyTorch is slower than DeepBench" is framework overhead.
+
+    `wall ms` is the grid's time per call (no profiler); the share is taken within the profiled sessions
+    (time inside the kernel over the same sessions' wall time, median over sessions), so it can never
+    mix two runs. A share above 1 is impossible: it is left out (NaN) and said so, never reported.
+    """
+    columns = ["hardware_id", "kernel", "hidden", "batch", "timesteps", "wall ms", "profiled wall ms",
+               "in-kernel ms", "outside the kernel ms", "in-kernel share", "what the profiler saw"]
     if results.empty:
         return pd.DataFrame(columns=columns)
     inside = results[(results.status == "ok") & (results.config == IN_KERNEL_TEXT)]
@@ -432,15 +446,20 @@ def overhead(results: pd.DataFrame) -> pd.DataFrame:
                                                suffixes=("_kernel", "_wall"))
     if joined.empty:
         return pd.DataFrame(columns=columns)
+    details = [json.loads(detail or "{}") for detail in joined.observed_detail]
+    profiled = np.array([d.get("profiled_wall_ms_per_call", np.nan) for d in details], dtype=float)
     out = pd.DataFrame({
         "hardware_id": joined.hardware_id, "kernel": joined.kernel, "hidden": joined.hidden,
-        "batch": joined.batch, "timesteps": joined.timesteps,
-        "wall ms": joined.median_s_wall * 1e3, "in-kernel ms": joined.median_s_kernel * 1e3,
+        "batch": joined.batch, "timesteps": joined.timesteps, "wall ms": joined.median_s_wall * 1e3,
+        "profiled wall ms": profiled, "in-kernel ms": joined.median_s_kernel * 1e3,
     })
-    out["outside the kernel ms"] = out["wall ms"] - out["in-kernel ms"]
-    out["in-kernel share"] = out["in-kernel ms"] / out["wall ms"]
-    out["what the profiler saw"] = [f"{kernel}: {', '.join(json.loads(detail or '{}').get('kernels', []))}"
-                                    for kernel, detail in zip(joined.observed_kernel, joined.observed_detail)]
+    out["outside the kernel ms"] = out["profiled wall ms"] - out["in-kernel ms"]
+    share = out["in-kernel ms"] / out["profiled wall ms"]
+    out["in-kernel share"] = share.where(share <= 1)
+    out["what the profiler saw"] = [
+        f"{kernel}: {', '.join(d.get('kernels', []))}" + ("" if s <= 1 or s != s else
+                                                          f" (impossible share {s:.0%} left out)")
+        for kernel, d, s in zip(joined.observed_kernel, details, share)]
     return out.sort_values(["hardware_id", "hidden", "batch", "timesteps", "kernel"]).reset_index(drop=True)[columns]
 
 
@@ -463,11 +482,16 @@ def overhead_text(results: pd.DataFrame) -> dict[str, str]:
             out[kind] = "not measured"
             continue
         fused, raw = rows["torch.fused"], rows["torch.raw"]
+        if not (fused["in-kernel share"] <= 1 and raw["in-kernel share"] <= 1):  # NaN: an impossible share
+            out[kind] = "not measured (the profiler's in-kernel time was not within its wall time)"
+            continue
         out[kind] = (f"at hidden {first.hidden}, batch {first.batch}, {first.timesteps} timesteps on {hw}, "
                      f"torch.fused takes {fused['wall ms'] / raw['wall ms']:.2f}x torch.raw's wall time but "
                      f"{fused['in-kernel ms'] / raw['in-kernel ms']:.2f}x its time inside the kernel; "
-                     f"{fused['in-kernel share']:.0%} of torch.fused's wall time and "
-                     f"{raw['in-kernel share']:.0%} of torch.raw's is spent inside the kernel")
+                     f"under the profiler, {fused['in-kernel share']:.0%} of torch.fused's wall time and "
+                     f"{raw['in-kernel share']:.0%} of torch.raw's is spent inside the kernel (profiled "
+                     f"{fused['profiled wall ms']:.3g} and {raw['profiled wall ms']:.3g} ms per call, against "
+                     f"{fused['wall ms']:.3g} and {raw['wall ms']:.3g} ms without the profiler)")
     return out
 
 

@@ -1,0 +1,74 @@
+"""Claim 1's verdict is decided on an interval over configurations and samples, with two-sided bands."""
+
+from __future__ import annotations
+
+import numpy as np
+import pandas as pd
+import pytest
+
+from lstmstudy.claims import CPU_ANALOGUE, GPU, Bands, Outcome
+from lstmstudy.claims import cudnn_fallback as claim
+
+DRIFT = np.array([1.0, 1.3, 0.9, 1.2, 1.1])  # the rounds a group was timed in
+
+
+def rows(hardware_id: str, slowdowns: list[float], *, spread: float = 0.01, seed: int = 0) -> list[dict]:
+    """torch.native over torch.fused at one configuration per slowdown, interleaved in 5 rounds of 10 samples,
+    each sample scattered by `spread` (a fraction) around its round's time."""
+    rng = np.random.default_rng(seed)
+    out = []
+    for batch, slowdown in enumerate(slowdowns, start=1):
+        for kernel, base in (("torch.fused", 1e-3), ("torch.native", 1e-3 * slowdown)):
+            samples = np.concatenate([base * d * (1 + spread * rng.standard_normal(10)) for d in DRIFT])
+            out.append({"hardware_id": hardware_id, "kernel": kernel, "phase": "inference", "precision": "fp32",
+                        "batch": batch, "timesteps": 32, "features": 32, "hidden": 64, "layers": 1,
+                        "bidirectional": False, "config": "{}", "status": "ok", "samples": samples.tolist(),
+                        "round_sizes": [10] * 5, "round_seed": batch, "noisy": False,
+                        "median_s": float(np.median(samples))})
+    return out
+
+
+def verdict(hardware_id: str, slowdowns: list[float], **options):
+    (found,) = claim.verdicts(pd.DataFrame(rows(hardware_id, slowdowns, **options)))
+    return found
+
+
+@pytest.mark.parametrize(("slowdowns", "outcome"), [
+    ([3.0, 3.2, 2.8, 3.1], Outcome.REPRODUCED),
+    ([40.0, 35.0, 45.0, 38.0], Outcome.EXCEEDS),  # far above the seed's 2-5x: not a reproduction
+    ([1.6, 1.7, 1.5, 1.6], Outcome.PARTLY),
+    ([1.0, 1.05, 0.95, 1.0], Outcome.NOT_REPRODUCED),
+    ([1.6, 2.6, 1.7, 2.5], Outcome.INCONCLUSIVE),  # the configurations disagree across the 2x edge
+])
+def test_the_gpu_verdict_follows_the_interval(slowdowns, outcome):
+    found = verdict("cuda-h100-test", slowdowns)
+    assert found.outcome == outcome and found.evidence == GPU and found.counts
+    assert found.low <= found.ours <= found.high and "95% CI" in found.ours_text
+
+
+def test_noisy_samples_widen_the_interval_until_it_straddles_the_edge():
+    assert verdict("cuda-h100-test", [2.3] * 4, spread=0.01).outcome == Outcome.REPRODUCED
+    assert verdict("cuda-h100-test", [2.3] * 4, spread=0.6).outcome == Outcome.INCONCLUSIVE
+
+
+def test_a_cpu_set_is_a_cpu_analogue_that_never_counts():
+    found = verdict("cpu-test-2t", [3.0, 3.2, 2.8, 3.1])
+    assert found.outcome == Outcome.REPRODUCED and found.evidence == CPU_ANALOGUE and not found.counts
+
+
+def test_bands_decide_on_intervals():
+    bands = Bands((1.25, 2.0, 5.0), (Outcome.NOT_REPRODUCED, Outcome.PARTLY, Outcome.REPRODUCED, Outcome.EXCEEDS))
+    assert bands.decide(2.1, 4.9) == Outcome.REPRODUCED
+    assert bands.decide(1.9, 2.1) == Outcome.INCONCLUSIVE
+    assert bands.decide(5.0, 60.0) == Outcome.EXCEEDS
+    assert bands.decide(0.5, 1.0) == Outcome.NOT_REPRODUCED
+    assert bands.decide(float("nan"), 2.0) == Outcome.NOT_MEASURED and bands.decide(None, None) == Outcome.NOT_MEASURED
+    with pytest.raises(ValueError, match="increasing edges"):
+        Bands((2.0, 1.0), (Outcome.PARTLY, Outcome.REPRODUCED, Outcome.EXCEEDS))
+
+
+def test_the_summary_whiskers_are_the_verdicts_interval():
+    table = claim.slowdowns(pd.DataFrame(rows("cuda-h100-test", [1.6, 2.6, 1.7, 2.5])))
+    (row,) = claim.summary(table).itertuples()
+    found = verdict("cuda-h100-test", [1.6, 2.6, 1.7, 2.5])
+    assert (row.ratio, row.ratio_lo, row.ratio_hi) == pytest.approx((found.ours, found.low, found.high))
