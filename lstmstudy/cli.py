@@ -112,6 +112,23 @@ def _execute(source: Path, target: Path, parameters: dict, progress: bool) -> No
     except papermill.PapermillExecutionError as exc:
         raise StudyError(f"{source.name} failed in cell {exc.exec_count}: {exc.ename}: {exc.evalue} "
                          f"(the executed copy with the traceback is {target})") from None
+    _hide_plumbing(target)
+
+
+#: cells a reader does not need in view: the parameters, and the ones papermill injects
+PLUMBING = ("parameters", "injected-parameters")
+
+
+def _hide_plumbing(page: Path) -> None:
+    """Fold the parameter cells of an executed page behind a toggle (myst-nb's `hide-cell` tag)."""
+    import nbformat
+
+    nb = nbformat.read(page, as_version=4)
+    for cell in nb.cells:
+        tags = cell.metadata.setdefault("tags", [])
+        if set(tags) & set(PLUMBING) and "hide-cell" not in tags:
+            tags.append("hide-cell")
+    nbformat.write(nb, page)
 
 
 def cmd_reproduce(args: argparse.Namespace) -> int:

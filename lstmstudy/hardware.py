@@ -159,7 +159,7 @@ class Fingerprint:
     power_limit_w: float | None = None
     persistence_mode: bool | None = None
     energy_counter: bool | None = None
-    host: str = ""  # `host_tag()`; part of a GPU set's hardware_id
+    host: str = ""  # `host_tag()`: part of a GPU set's hardware_id; pairs a GPU set with its host's CPU set
     onednn: bool = False
     keras_backend: str = ""
     python: str = ""
@@ -235,7 +235,6 @@ def fingerprint(device: torch.device | str = "cpu") -> Fingerprint:
             compute_capability=f"{props.major}.{props.minor}",
             cuda=torch.version.cuda or "",
             cudnn=str(torch.backends.cudnn.version() or ""),
-            host=host_tag(),
             **_gpu_facts(dev),
         )
     commit, dirty = git_state()
@@ -253,6 +252,7 @@ def fingerprint(device: torch.device | str = "cpu") -> Fingerprint:
         versions={name: _version(name) for name in LIBRARIES if _version(name)},
         git_commit=commit,
         git_dirty=dirty,
+        host=host_tag(),
         environment={name: os.environ[name] for name in ENVIRONMENT if name in os.environ},
         **gpu,
     )

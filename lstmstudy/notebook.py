@@ -74,17 +74,26 @@ def verdict_table(verdicts: Sequence[Verdict]) -> pd.DataFrame:
                           "verdict": v.outcome.value, "rule": v.rule} for v in verdicts])
 
 
-def glue_verdicts(prefix: str, verdicts: Sequence[Verdict]) -> None:
-    """Glue, per device kind (`cpu`, `cuda`), the first stored set's figure and outcome into the prose.
+def verdict_glue(prefix: str, verdicts: Sequence[Verdict]) -> dict[str, str]:
+    """What `glue_verdicts` glues: per device kind (`cpu`, `cuda`), the first stored set's figure and outcome.
 
     Keys: `{prefix}_{kind}_ours`, `{prefix}_{kind}_verdict`, `{prefix}_{kind}_hardware`; a kind with no
-    stored set gets "not measured on this hardware".
+    stored set gets "not measured on this hardware". A test recomputes it from the committed results and
+    compares it with each rendered page, so a page is never stale.
     """
-    from myst_nb import glue
-
+    out = {}
     for kind in ("cpu", "cuda"):
         found = next((v for v in verdicts
                       if v.hardware_id.startswith(kind + "-") and v.outcome != Outcome.NOT_MEASURED), None)
-        glue(f"{prefix}_{kind}_ours", found.ours_text if found else "not measured", display=False)
-        glue(f"{prefix}_{kind}_verdict", found.outcome.value if found else Outcome.NOT_MEASURED.value, display=False)
-        glue(f"{prefix}_{kind}_hardware", found.hardware_id if found else "no stored set", display=False)
+        out[f"{prefix}_{kind}_ours"] = found.ours_text if found else "not measured"
+        out[f"{prefix}_{kind}_verdict"] = found.outcome.value if found else Outcome.NOT_MEASURED.value
+        out[f"{prefix}_{kind}_hardware"] = found.hardware_id if found else "no stored set"
+    return out
+
+
+def glue_verdicts(prefix: str, verdicts: Sequence[Verdict]) -> None:
+    """Glue `verdict_glue(prefix, verdicts)` into the page's prose."""
+    from myst_nb import glue
+
+    for key, value in verdict_glue(prefix, verdicts).items():
+        glue(key, value, display=False)

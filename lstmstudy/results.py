@@ -235,7 +235,8 @@ def load(claim: str, root: Path | None = None, *, latest: bool = True) -> pd.Dat
     """One DataFrame over every hardware set stored for `claim`.
 
     With `latest`, a configuration measured more than once on the same hardware (a `--rerun`) keeps
-    only its newest row; the older rows stay in the file. `samples` holds the raw samples as a list.
+    only its newest row; the older rows stay in the file. `samples` holds the raw samples as a list, `host`
+    the host tag of the fingerprint that produced the row ('' where unknown).
     """
     folder = Path(root or default_root()) / claim
     rows = [row for path in sorted(folder.glob("*.csv")) for row in read_rows(path)]
@@ -251,6 +252,8 @@ def load(claim: str, root: Path | None = None, *, latest: bool = True) -> pd.Dat
     frame["round_sizes"] = [json.loads(s) if s else [] for s in frame["round_sizes"]]
     frame["noisy"] = frame["noisy"].map({"True": True, "False": False})
     frame["created_at"] = pd.to_datetime(frame["created_at"], utc=True)
+    hosts = {fp["id"]: fp.get("host", "") for known in fingerprints(claim, root).values() for fp in known}
+    frame["host"] = frame["fingerprint_id"].map(lambda i: hosts.get(i, ""))  # "" for rows stored before ids
     if latest:
         keys = ["hardware_id", *KEY_COLUMNS]
         frame = frame.sort_values("created_at", kind="stable").drop_duplicates(keys, keep="last")

@@ -18,9 +18,11 @@ from lstmstudy.shapes import LSTMShape
 from tests.measuring import measure_one
 
 BATCHES = [1, 8, 64, 512]
-CPU = Fingerprint(device_kind="cpu", cpu_model="Fake Xeon", cpu_flags=[], physical_cores=2, threads=2, ram_gb=8.0)
+CPU = Fingerprint(device_kind="cpu", cpu_model="Fake Xeon", cpu_flags=[], physical_cores=2, threads=2, ram_gb=8.0,
+                  host="box-a")
 GPU = Fingerprint(device_kind="cuda", cpu_model="Fake Xeon", cpu_flags=[], physical_cores=2, threads=2, ram_gb=8.0,
-                  gpu_name="Fake GPU")
+                  gpu_name="Fake GPU", host="box-a")
+OTHER_GPU = dataclasses.replace(GPU, host="box-b")  # the same GPU model in another machine
 
 
 def _samples(ms: float) -> tuple[float, ...]:
@@ -37,6 +39,7 @@ def store(root, fp: Fingerprint, step_ms: dict[int, float], kernel: str = "torch
         m = timing.Measurement(samples=_samples(ms), warmup=0, threads=2, sync="none")
         seen = Observation(**(observed or {"kernel": "onednn", "detail": {"aten_ops": 400}}))
         rows.append(sweep.make_row(claim.NAME, p, device, fp, outcome=sweep.PointResult(m, observed=seen)))
+    results.record_fingerprint(claim.NAME, fp.as_dict(), root)  # its host pairs a GPU set with its CPU set
     results.append(claim.NAME, fp.hardware_id, rows, root)
 
 
@@ -194,3 +197,18 @@ def test_epoch_table_has_one_column_per_batch(tmp_path):
     table = claim.epoch_table(results.load(claim.NAME, tmp_path), dataset_size=1000)
     assert list(table.columns[-4:]) == [f"batch {b} (s)" for b in BATCHES]
     assert isinstance(table, pd.DataFrame) and len(table) == 1
+
+
+def test_only_a_gpu_and_the_cpu_of_its_own_host_make_a_verdict(tmp_path):
+    store(tmp_path, CPU, CPU_MS)
+    store(tmp_path, OTHER_GPU, {1: 6.0, 8: 3.0, 64: 5.0, 512: 8.0})
+    data = results.load(claim.NAME, tmp_path)
+    assert claim.pairs(data) == [] and claim.pairs(data, same_host=False) == [(CPU.hardware_id, OTHER_GPU.hardware_id)]
+    context = claim.comparisons(data)
+    assert not context.empty and not context.same_host.any() and context.pair.str.endswith("(two hosts: context)").all()
+    found = claim.verdicts(data)
+    assert {v.outcome for v in found} == {Outcome.NOT_MEASURED}
+    assert all("of the same host" in v.ours_text for v in found)
+    store(tmp_path, GPU, {1: 6.0, 8: 3.0, 64: 5.0, 512: 8.0})
+    paired = [v for v in claim.verdicts(results.load(claim.NAME, tmp_path)) if v.outcome != Outcome.NOT_MEASURED]
+    assert [v.hardware_id for v in paired] == [f"{GPU.hardware_id} vs {CPU.hardware_id}"]

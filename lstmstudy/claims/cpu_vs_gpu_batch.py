@@ -148,33 +148,41 @@ def epoch_times(results: pd.DataFrame, dataset_size: int) -> pd.DataFrame:
     return pd.DataFrame(rows, columns=EPOCH_COLUMNS).sort_values(["hardware_id", "kernel", "batch"], ignore_index=True)
 
 
-def pairs(results: pd.DataFrame) -> list[tuple[str, str]]:
-    """Every (CPU set, GPU set) pair stored."""
+def pairs(results: pd.DataFrame, *, same_host: bool = True) -> list[tuple[str, str]]:
+    """The (CPU set, GPU set) pairs whose rows share a host (one machine's CPU against its own GPU: what the
+    verdict compares); with `same_host=False`, every other pair too, which is only context: a small VM's CPU
+    against another machine's GPU says nothing about either machine."""
     if results.empty:
         return []
     kinds = results.groupby("hardware_id").device_kind.first()
+    hosts = results[results.host != ""].groupby("hardware_id").host.agg(set) if "host" in results else {}
     cpus = sorted(kinds[kinds == "cpu"].index)
     gpus = sorted(kinds[kinds == "cuda"].index)
-    return [(c, g) for c in cpus for g in gpus]
+    return [(c, g) for c in cpus for g in gpus
+            if not same_host or hosts.get(c, set()) & hosts.get(g, set())]
 
 
-COMPARE_COLUMNS = ["cpu", "gpu", "pair", "workload", "framework", "kernel", "batch", "ratio", "ratio_lo",
-                   "ratio_hi", "faster"]
+COMPARE_COLUMNS = ["cpu", "gpu", "pair", "same_host", "workload", "framework", "kernel", "batch", "ratio",
+                   "ratio_lo", "ratio_hi", "faster"]
 
 
 def comparisons(results: pd.DataFrame) -> pd.DataFrame:
     """For every pair, model and batch size measured on both sides: the GPU/CPU ratio of median step times
-    (= of epoch times) with its bootstrap 95% interval, and which side is faster ('tie' if it includes 1)."""
+    (= of epoch times) with its bootstrap 95% interval, and which side is faster ('tie' if it includes 1).
+    A pair of two hosts is kept as context (`same_host` False, labelled so); verdicts use only same-host pairs."""
     ok = _ok(results)
     rows = []
-    for cpu, gpu in pairs(results):
+    local = set(pairs(results))
+    for cpu, gpu in pairs(results, same_host=False):
+        same = (cpu, gpu) in local
         # a Keras row pairs only with a row of the same Keras backend: TensorFlow and torch are two frameworks
         c = ok[ok.hardware_id == cpu].set_index(["kernel", "batch", "backend"])
         g = ok[ok.hardware_id == gpu].set_index(["kernel", "batch", "backend"])
         for key in sorted(set(c.index) & set(g.index)):
             ratio, lo, hi = row_ratio(g.loc[[key]].iloc[-1], c.loc[[key]].iloc[-1])
             faster = "gpu" if hi < 1 else "cpu" if lo > 1 else "tie"
-            rows.append({"cpu": cpu, "gpu": gpu, "pair": f"{gpu} vs {cpu}", "workload": KERNELS[key[0]][0],
+            label = f"{gpu} vs {cpu}" + ("" if same else " (two hosts: context)")
+            rows.append({"cpu": cpu, "gpu": gpu, "pair": label, "same_host": same, "workload": KERNELS[key[0]][0],
                          "framework": KERNELS[key[0]][1], "kernel": key[0], "batch": int(key[1]), "ratio": ratio,
                          "ratio_lo": lo, "ratio_hi": hi, "faster": faster})
     return pd.DataFrame(rows, columns=COMPARE_COLUMNS)
@@ -207,7 +215,7 @@ def crossovers(results: pd.DataFrame) -> pd.DataFrame:
         gpu_wins = part[part.ratio < 1].batch
         cpu_clear = part[part.faster == "cpu"].batch
         gpu_clear = part[part.faster == "gpu"].batch
-        rows.append({"cpu": cpu, "gpu": gpu, "pair": f"{gpu} vs {cpu}", "workload": KERNELS[kernel][0],
+        rows.append({"cpu": cpu, "gpu": gpu, "pair": part.pair.iloc[0], "workload": KERNELS[kernel][0],
                      "framework": KERNELS[kernel][1], "kernel": kernel, "smallest": int(part.batch.iloc[0]),
                      "largest": int(part.batch.iloc[-1]), "ratio_smallest": float(part.ratio.iloc[0]),
                      "ratio_largest": float(part.ratio.iloc[-1]),
@@ -246,7 +254,7 @@ def verdicts(results: pd.DataFrame) -> list[Verdict]:
         return []
     table = crossovers(results)
     out = []
-    for cpu, gpu in pairs(results):
+    for cpu, gpu in pairs(results):  # same host only
         mine = table[(table.cpu == cpu) & (table.gpu == gpu)]
         hardware_id = f"{gpu} vs {cpu}"
         if mine.empty:
@@ -266,8 +274,8 @@ def verdicts(results: pd.DataFrame) -> list[Verdict]:
         if hardware_id in paired:
             continue
         missing = "GPU" if kind == "cpu" else "CPU"
-        text = (f"{kind.upper() if kind == 'cpu' else 'GPU'} curve only: no {missing} set stored to compare with "
-                f"(one set's curve alone cannot decide the claim)")
+        text = (f"{kind.upper() if kind == 'cpu' else 'GPU'} curve only: no {missing} set of the same host stored "
+                f"to compare with (one set's curve alone cannot decide the claim)")
         out.append(Verdict(NAME, STATEMENT, hardware_id, SEED_FIGURE, None, text, Outcome.NOT_MEASURED, RULE))
     return out
 

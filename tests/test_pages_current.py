@@ -1,0 +1,56 @@
+"""The rendered pages say what the current code computes from the committed results: a page whose glued
+verdicts, ledger or conclusions differ is stale (re-render with `lstmstudy reproduce --no-measure`)."""
+
+from __future__ import annotations
+
+import ast
+from pathlib import Path
+
+import pytest
+
+from lstmstudy import ledger, notebook, results
+from lstmstudy.claims import registry
+
+ROOT = Path(__file__).resolve().parent.parent
+STALE = "is stale: re-render it with `lstmstudy reproduce --no-measure`"
+
+
+def read(page: Path):
+    import nbformat  # not at the top: a GPU node collects these tests without the notebook stack
+
+    return nbformat.read(page, as_version=4)
+
+
+def glued(page: Path) -> dict[str, object]:
+    """Every value a page glued, by key, as Python values."""
+    out = {}
+    for cell in read(page).cells:
+        for output in cell.get("outputs", []):
+            if name := output.get("metadata", {}).get("scrapbook", {}).get("name"):
+                out[name] = ast.literal_eval(output["data"]["application/papermill.record/text/plain"])
+    return out
+
+
+def markdown(page: Path) -> list[str]:
+    return [o["data"]["text/markdown"] for c in read(page).cells if c.cell_type == "code"
+            for o in c.get("outputs", []) if "text/markdown" in o.get("data", {})]
+
+
+@pytest.mark.parametrize("claim", registry(judged_only=True), ids=lambda c: c.stem)
+def test_a_claim_page_glues_the_verdicts_the_code_computes_now(claim):
+    page = ROOT / "book" / "claims" / f"{claim.stem}.ipynb"
+    expected = notebook.verdict_glue(f"c{claim.number}", claim.verdicts(results.load(claim.name)))
+    found = glued(page)
+    assert {k: found.get(k) for k in expected} == expected, f"{page.name} {STALE}"
+
+
+@pytest.mark.parametrize(("page", "render"), [("ledger", ledger.to_markdown), ("conclusions", ledger.conclusions)])
+def test_the_ledger_and_the_conclusions_are_current(page, render):
+    assert render(ledger.table()) in markdown(ROOT / "book" / f"{page}.ipynb"), f"book/{page}.ipynb {STALE}"
+
+
+@pytest.mark.parametrize("page", sorted((ROOT / "book").rglob("*.ipynb")), ids=lambda p: p.stem)
+def test_the_parameter_cells_of_a_page_are_folded(page):
+    cells = [c for c in read(page).cells
+             if {"parameters", "injected-parameters"} & set(c.metadata.get("tags", []))]
+    assert cells and all("hide-cell" in c.metadata["tags"] for c in cells), f"{page.name} {STALE}"
