@@ -54,6 +54,14 @@ def times(frame: pd.DataFrame, x: str, *, hue: str = "kernel", col: str | None =
     return grids
 
 
+def _whiskers(ax: plt.Axes, centres: Sequence[float], lo: Sequence[float], hi: Sequence[float]) -> None:
+    """Whiskers from `lo` to `hi` at each bar's centre: the interval itself, wherever the bar's top lies (a
+    time over rounds is the median of round medians, which need not sit inside the pooled quartiles or a
+    percentile interval)."""
+    lo, hi = np.asarray(lo, dtype=float), np.asarray(hi, dtype=float)
+    ax.errorbar(centres, (lo + hi) / 2, yerr=(hi - lo) / 2, fmt="none", color="black", capsize=3, linewidth=1)
+
+
 def ratio_bars(ratios: pd.DataFrame, x: str, *, hue: str | None = None, col: str = "hardware_id",
                xlabel: str, ylabel: str, seed_band: tuple[float, float] | None = None,
                seed_label: str = "seed's range", height: float = 3.6, order: Sequence | None = None) -> sns.FacetGrid:
@@ -65,8 +73,7 @@ def ratio_bars(ratios: pd.DataFrame, x: str, *, hue: str | None = None, col: str
             part = part.set_index(x).reindex([t.get_text() for t in ax.get_xticklabels()]).dropna(subset=["ratio"])
             centres = [bar.get_x() + bar.get_width() / 2 for bar in container if not np.isnan(bar.get_height())]
             if len(centres) == len(part):
-                ax.errorbar(centres, part.ratio, yerr=[part.ratio - part.ratio_lo, part.ratio_hi - part.ratio],
-                            fmt="none", color="black", capsize=3, linewidth=1)
+                _whiskers(ax, centres, part.ratio_lo, part.ratio_hi)
         ax.axhline(1.0, color="black", linewidth=1)
         if seed_band:
             ax.axhspan(*seed_band, color="tab:orange", alpha=0.15, label=seed_label)
@@ -326,8 +333,7 @@ def epoch_bars(table: pd.DataFrame, plan_order: Sequence[str]) -> sns.FacetGrid:
         for container, (_, part) in zip(ax.containers, facet.groupby("kernel", sort=True)):
             part = part.set_index("plan").reindex(list(plan_order))
             centres = [bar.get_x() + bar.get_width() / 2 for bar in container]
-            ax.errorbar(centres, part.epoch_s, yerr=[part.epoch_s - part.epoch_p25_s, part.epoch_p75_s - part.epoch_s],
-                        fmt="none", color="black", capsize=3, linewidth=1)
+            _whiskers(ax, centres, part.epoch_p25_s, part.epoch_p75_s)
         for label in ax.get_xticklabels():
             label.set(rotation=20, horizontalalignment="right")
     grid.set_axis_labels("batching plan", "estimated time per epoch (s)")
