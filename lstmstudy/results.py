@@ -188,19 +188,14 @@ def fingerprint_id(fields: Mapping) -> str:
 
 def record_fingerprint(claim: str, fingerprint: Mapping, root: Path | None = None) -> Path:
     """Keep every distinct fingerprint seen for a hardware set in `<hardware_id>.json` beside its rows,
-    each with its `id` (`hardware.fingerprint_id`), which the rows it produced carry as `fingerprint_id`."""
+    each with its `id` (`fingerprint_id`), which the rows it produced carry as `fingerprint_id`."""
     hardware_id = fingerprint["hardware_id"]
     entry = {**fingerprint, "id": fingerprint_id(dict(fingerprint))}
     path = set_path(claim, hardware_id, root).with_suffix(".json")
     path.parent.mkdir(parents=True, exist_ok=True)
     with _lock(path):
-        known: list = []
-        if path.exists():
-            try:
-                known = json.loads(path.read_text(encoding="utf-8"))["fingerprints"]
-            except (json.JSONDecodeError, KeyError, TypeError) as exc:
-                raise ResultsCorrupt(f"{path}: not a fingerprint file ({exc})") from None
-        if entry["id"] not in {fingerprint_id(old) for old in known}:
+        known = _read_fingerprints(path) if path.exists() else []
+        if entry["id"] not in {old["id"] for old in known}:
             known.append(entry)
             _atomic_write(path, json.dumps({"hardware_id": hardware_id, "fingerprints": known}, indent=2) + "\n")
     return path
@@ -209,14 +204,17 @@ def record_fingerprint(claim: str, fingerprint: Mapping, root: Path | None = Non
 def fingerprints(claim: str, root: Path | None = None) -> dict[str, list[dict]]:
     """The stored fingerprints of every hardware set of a claim, by hardware_id, each with its `id`."""
     folder = Path(root or default_root()) / claim
-    out = {}
-    for path in sorted(folder.glob("*.json")):
-        try:
-            known = json.loads(path.read_text(encoding="utf-8"))["fingerprints"]
-            out[path.stem] = [{**fp, "id": fingerprint_id(fp)} for fp in known]  # ids for entries stored before them
-        except (json.JSONDecodeError, KeyError, TypeError, AttributeError) as exc:
-            raise ResultsCorrupt(f"{path}: not a fingerprint file ({exc})") from None
-    return out
+    return {path.stem: _read_fingerprints(path) for path in sorted(folder.glob("*.json"))}
+
+
+def _read_fingerprints(path: Path) -> list[dict]:
+    """The fingerprints of one `<hardware_id>.json`, each with its `id` (computed for entries stored before
+    ids); `ResultsCorrupt` names a file that is not a fingerprint file."""
+    try:
+        known = json.loads(path.read_text(encoding="utf-8"))["fingerprints"]
+        return [{**fp, "id": fingerprint_id(fp)} for fp in known]
+    except (json.JSONDecodeError, KeyError, TypeError, AttributeError) as exc:
+        raise ResultsCorrupt(f"{path}: not a fingerprint file ({exc})") from None
 
 
 DONE_STATUSES = ("ok", "skipped")

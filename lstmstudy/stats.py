@@ -59,10 +59,13 @@ def bootstrap_median(rounds: Sequence[np.ndarray], *, n_boot: int = 1000, seed: 
     Each replicate draws the rounds with replacement, then each drawn round's samples with replacement:
     the interval includes the drift between rounds, not only the scatter within one burst.
     """
-    rng = np.random.default_rng(seed)
+    return (center(rounds), *_interval(_center_replicates(rounds, n_boot, np.random.default_rng(seed)), confidence))
+
+
+def _center_replicates(rounds: Sequence[np.ndarray], n_boot: int, rng: np.random.Generator) -> np.ndarray:
+    """`n_boot` hierarchical bootstrap replicates of `center(rounds)`: rounds drawn, then samples within each."""
     picks = rng.integers(0, len(rounds), (n_boot, len(rounds)))
-    boot = np.median(_resampled_round_medians(rounds, picks, rng), axis=1)
-    return (center(rounds), *_interval(boot, confidence))
+    return np.median(_resampled_round_medians(rounds, picks, rng), axis=1)
 
 
 def ratio_replicates(numerator: Sequence[np.ndarray], denominator: Sequence[np.ndarray], *, paired: bool = False,
@@ -83,11 +86,8 @@ def ratio_replicates(numerator: Sequence[np.ndarray], denominator: Sequence[np.n
         boot = np.median(_resampled_round_medians(numerator, picks, rng)
                          / _resampled_round_medians(denominator, picks, rng), axis=1)
         return float(np.median(per_round)), boot
-    boot_a = np.median(_resampled_round_medians(numerator, rng.integers(0, len(numerator),
-                                                                         (n_boot, len(numerator))), rng), axis=1)
-    boot_b = np.median(_resampled_round_medians(denominator, rng.integers(0, len(denominator),
-                                                                           (n_boot, len(denominator))), rng), axis=1)
-    return center(numerator) / center(denominator), boot_a / boot_b
+    boot_a = _center_replicates(numerator, n_boot, rng)
+    return center(numerator) / center(denominator), boot_a / _center_replicates(denominator, n_boot, rng)
 
 
 def bootstrap_ratio(numerator: Sequence[np.ndarray], denominator: Sequence[np.ndarray], *, paired: bool = False,

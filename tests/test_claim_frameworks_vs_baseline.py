@@ -159,18 +159,26 @@ def test_a_set_measured_on_two_keras_backends_keeps_the_newer():
     assert "Keras-on-torch Mode 0" in claim.faster_text(frame(base, old, new))["cpu"]
 
 
-def test_overhead_joins_profiler_rows_with_wall_times(tmp_path):
+def stored_overhead(root, inside: dict[str, float], profiled_as: dict[str, str] | None = None) -> pd.DataFrame:
+    """The grid's rows (torch.raw 1.0, torch.fused 2.0) and profiler rows at the `inside` factors, through the
+    store (so the config text is what a sweep writes), loaded. A profiler row's sessions took its own kernel's
+    grid time per call, or that of `profiled_as[kernel]`."""
     shape = [SHAPES[0]]
     wall = rows({("torch.raw", "fp32"): 1.0, ("torch.fused", "fp32"): 2.0}, shapes=shape)
-    inside = rows({("torch.raw", "fp32"): 0.9, ("torch.fused", "fp32"): 0.95}, shapes=shape,
-                  config=results.config_text(claim.IN_KERNEL))
+    profiled = rows({(kernel, "fp32"): factor for kernel, factor in inside.items()}, shapes=shape,
+                    config=results.config_text(claim.IN_KERNEL))
     wall_ms = {row["kernel"]: row["median_s"] * 1e3 for row in wall}
-    for row in inside:  # the profiled sessions' own wall time per call (here: the grid's), which the share divides by
+    for row in profiled:  # the profiled sessions' own wall time per call, which the share divides by
+        kernel = (profiled_as or {}).get(row["kernel"], row["kernel"])
         row["observed_detail"] = json.dumps({"kernels": ["aten::mkldnn_rnn_layer"],
-                                             "profiled_wall_ms_per_call": wall_ms[row["kernel"]]})
-    for row in wall + inside:  # through the store, so the config text is what a sweep writes
-        results.append(claim.NAME, row["hardware_id"], [row], tmp_path)
-    data = results.load(claim.NAME, tmp_path)
+                                             "profiled_wall_ms_per_call": wall_ms[kernel]})
+    for row in wall + profiled:
+        results.append(claim.NAME, row["hardware_id"], [row], root)
+    return results.load(claim.NAME, root)
+
+
+def test_overhead_joins_profiler_rows_with_wall_times(tmp_path):
+    data = stored_overhead(tmp_path, {"torch.raw": 0.9, "torch.fused": 0.95})
     table = claim.overhead(data).set_index("kernel")
     assert table.loc["torch.fused", "in-kernel share"] == pytest.approx(0.475)
     assert table.loc["torch.raw", "in-kernel share"] == pytest.approx(0.9)
@@ -181,16 +189,7 @@ def test_overhead_joins_profiler_rows_with_wall_times(tmp_path):
 
 
 def test_an_impossible_share_is_never_shown(tmp_path):
-    shape = [SHAPES[0]]
-    wall = rows({("torch.raw", "fp32"): 1.0, ("torch.fused", "fp32"): 2.0}, shapes=shape)
-    inside = rows({("torch.raw", "fp32"): 2.63, ("torch.fused", "fp32"): 0.95}, shapes=shape,
-                  config=results.config_text(claim.IN_KERNEL))
-    wall_ms = {row["kernel"]: row["median_s"] * 1e3 for row in wall}
-    for row in inside:
-        row["observed_detail"] = json.dumps({"profiled_wall_ms_per_call": wall_ms["torch.raw"]})
-    for row in wall + inside:
-        results.append(claim.NAME, row["hardware_id"], [row], tmp_path)
-    data = results.load(claim.NAME, tmp_path)
+    data = stored_overhead(tmp_path, {"torch.raw": 2.63, "torch.fused": 0.95}, profiled_as={"torch.fused": "torch.raw"})
     table = claim.overhead(data).set_index("kernel")
     assert table["in-kernel share"].dropna().le(1).all() and np.isnan(table.loc["torch.raw", "in-kernel share"])
     assert "impossible share 263% left out" in table.loc["torch.raw", "what the profiler saw"]
