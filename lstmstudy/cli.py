@@ -1,9 +1,11 @@
-"""`lstmstudy env | measure | reproduce | book`: the study's command line.
+"""`lstmstudy env | measure | reproduce | book | explain`: the study's command line.
 
 `measure` only measures: it imports no papermill, Jupyter, IPython or TensorFlow, so it runs on a GPU node
 that has PyTorch and little else. `reproduce` measures through the notebooks and renders them; `book`
-only renders. User mistakes (an unknown claim, `--device cuda` without a GPU, a corrupt results file)
-end with one line on stderr and exit status 2, never a traceback.
+only renders. `explain` says which recurrent layers of a saved Keras model would miss cuDNN on a GPU, and
+what claim 1 measured that to cost. User mistakes (an unknown claim, `--device cuda` without a GPU, a
+corrupt results file, a file that is not a Keras model) end with one line on stderr and exit status 2,
+never a traceback.
 """
 
 from __future__ import annotations
@@ -24,6 +26,8 @@ BOOK = ROOT / "book"
 EXECUTED = BOOK / "claims"
 #: pages rendered from every stored result set after the claims: notebooks/<name>.ipynb -> book/<name>.ipynb
 SUMMARY_PAGES = ("ledger", "conclusions")
+#: pages that show a helper at work on the blog post's model, rendered after the summaries the same way
+GUIDE_PAGES = ("check_your_model",)
 #: what notebook kernels write to their stderr outside the pages (native library logs)
 LOGS = ROOT / "_build" / "logs"
 
@@ -34,8 +38,9 @@ def claim_notebooks(folder: Path = NOTEBOOKS) -> dict[str, Path]:
 
 
 def summary_notebooks(folder: Path = NOTEBOOKS) -> dict[str, Path]:
-    """The ledger and conclusions sources found in `folder`, in the order they are rendered."""
-    return {name: folder / f"{name}.ipynb" for name in SUMMARY_PAGES if (folder / f"{name}.ipynb").exists()}
+    """The ledger, conclusions and guide sources found in `folder`, in the order they are rendered."""
+    return {name: folder / f"{name}.ipynb" for name in SUMMARY_PAGES + GUIDE_PAGES
+            if (folder / f"{name}.ipynb").exists()}
 
 
 def select_claims(requested: list[str] | None, available: dict[str, Path]) -> dict[str, Path]:
@@ -149,12 +154,27 @@ def cmd_reproduce(args: argparse.Namespace) -> int:
         print(f"{stem}: {doing}{' (quick grid)' if args.quick and not args.no_measure else ''} -> {target}")
         _execute(source, target, {"device": args.device, "measure": not args.no_measure, "quick": args.quick},
                  progress=not args.no_progress)
-    # the ledger and the conclusions read every stored result set, so they are rendered after any claim
+    # the ledger, the conclusions and the guide pages read every stored result set: rendered after any claim
     for name, source in summary_notebooks(args.notebooks).items():
-        args.pages_out.mkdir(parents=True, exist_ok=True)
-        target = args.pages_out / source.name
+        pages_out = args.pages_out or (BOOK if args.out == EXECUTED else args.out)  # --out alone: all go there
+        pages_out.mkdir(parents=True, exist_ok=True)
+        target = pages_out / source.name
         print(f"{name}: rendering from every stored result set -> {target}")
         _execute(source, target, {}, progress=not args.no_progress)
+    return 0
+
+
+def cmd_explain(args: argparse.Namespace) -> int:
+    from lstmstudy.watch import explain_saved_model
+
+    findings = explain_saved_model(args.path, results_root=args.results_dir)
+    if args.json:
+        print(json.dumps({"model": str(args.path), "explained_for": "a CUDA GPU with cuDNN",
+                          "layers": [finding.as_dict() for finding in findings]}, indent=2))
+        return 0
+    print(f"{args.path}: {len(findings)} recurrent layer(s), as they would run on a CUDA GPU with cuDNN")
+    for finding in findings:
+        print(finding)
     return 0
 
 
@@ -203,9 +223,19 @@ def parser() -> argparse.ArgumentParser:
     rep.add_argument("--no-measure", action="store_true", help="only render from stored results")
     rep.add_argument("--no-progress", action="store_true", help="hide papermill's progress bar")
     rep.add_argument("--notebooks", type=Path, default=NOTEBOOKS, help=argparse.SUPPRESS)
-    rep.add_argument("--out", type=Path, default=EXECUTED, help="where executed notebooks go (default: book/claims)")
-    rep.add_argument("--pages-out", type=Path, default=BOOK, help=argparse.SUPPRESS)  # the ledger and conclusions
+    rep.add_argument("--out", type=Path, default=EXECUTED,
+                     help="where executed notebooks go (default: book/claims, and the ledger, the conclusions and "
+                          "the guide into book/)")
+    # where the ledger, the conclusions and the guide go: book/, or --out where that is given
+    rep.add_argument("--pages-out", type=Path, default=None, help=argparse.SUPPRESS)
     rep.set_defaults(func=cmd_reproduce)
+
+    exp = sub.add_parser("explain", help="say which recurrent layers of a saved Keras model (.keras) would miss "
+                                         "cuDNN on a GPU, why, the fix, and the slowdown claim 1 measured")
+    exp.add_argument("path", type=Path, metavar="PATH", help="a model saved with model.save('....keras')")
+    exp.add_argument("--json", action="store_true", help="print JSON")
+    exp.add_argument("--results-dir", type=Path, help="results root (default: $LSTMSTUDY_RESULTS or results/)")
+    exp.set_defaults(func=cmd_explain)
 
     book = sub.add_parser("book", help="build the HTML book into _build/html")
     book.add_argument("--no-strict", action="store_true", help="do not treat Sphinx warnings as errors")

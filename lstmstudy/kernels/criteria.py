@@ -158,6 +158,21 @@ def explain_cudnn(obj, inputs=None, mask=None, device: str = "auto") -> Report:
     return Report(explanations)
 
 
+def recurrent_layers(obj) -> list[tuple[str, object]]:
+    """Every recurrent layer in `obj`, in model order, with the name `explain_cudnn` gives it.
+
+    Keras: LSTM, GRU, SimpleRNN and RNN layers, both directions of a `Bidirectional` ('bidirectional/forward_lstm')
+    and the layers of nested models ('encoder/lstm'); torch: every `nn.LSTM`/`nn.GRU`/`nn.RNN` by its module
+    path. Tools that watch layers at run time (`lstmstudy.watch`) name them the same way as this report.
+    """
+    keras = sys.modules.get("keras")  # a Keras layer on the torch backend is also an nn.Module: check Keras first
+    if keras is not None and isinstance(obj, keras.layers.Layer):
+        return list(_keras_recurrent_layers(keras, obj))
+    if isinstance(obj, nn.Module):
+        return [(name or type(m).__name__.lower(), m) for name, m in obj.named_modules() if isinstance(m, nn.RNNBase)]
+    raise TypeError(f"recurrent_layers needs a Keras layer or model or a torch module, got {type(obj).__name__}")
+
+
 # --- Keras ------------------------------------------------------------------------------------------
 
 
@@ -383,7 +398,7 @@ def _torch_dtype(name: str) -> torch.dtype:
 
 
 def _explain_torch(module: nn.Module, inputs, device: str) -> list[Explanation]:
-    rnns = [(name or type(m).__name__.lower(), m) for name, m in module.named_modules() if isinstance(m, nn.RNNBase)]
+    rnns = recurrent_layers(module)
     seen = _received_inputs(module, [m for _, m in rnns], inputs) if inputs is not None else {}
     return [_explain_torch_rnn(path, rnn, seen.get(id(rnn)), device) for path, rnn in rnns]
 
