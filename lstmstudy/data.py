@@ -4,14 +4,17 @@ The slides being reproduced ("Performance optimization of LSTM training on GPU",
 padding brings in unnecessary work: an LSTM computes every padded timestep of a batch whether or not
 it belongs to a sequence. A *plan* is a list of batches, each a list of sequence indices; its *padded
 steps* are the timesteps x sequences actually computed, sum over batches of len(batch) x width, where
-the width is the batch's longest sequence (or wider, for plans that pad to a fixed length). The four
-plans here are the ones the slides compare: pad everything to the corpus maximum, pad each batch to its
-own maximum, static (user-given) buckets and auto-generated buckets.
+the width is the batch's longest sequence (or wider, for plans that pad to a fixed length). `PLANS` is
+the one registry of plans: the four the slides compare (pad everything to the corpus maximum, pad each
+batch to its own maximum, static user-given buckets, greedy auto-generated buckets) and two that users
+of MXNet and PyTorch get without the slides' greedy rule (MXNet's own bucket boundaries, sorted batches).
 
-Lengths of a Penn-Treebank-like corpus come from `ptb_like_lengths`; no installed package ships the
-PTB text (nltk is not a dependency and Keras downloads its data sets), so they are drawn from a stated
-distribution, see `PTB_LIKE`. The tensor builders turn a plan into padded batches for PyTorch and Keras,
-filled with seeded noise: they are for timing, not for learning.
+Two corpora feed the plans (`corpus`): the real Penn Treebank sentence lengths of its valid and test
+splits (`ptb_lengths`, counts per length shipped in `lstmstudy/corpora/` with their provenance; the text
+itself is not needed to batch it), and a synthetic PTB-like draw of any size (`ptb_like_lengths`, a
+stated log-normal, see `PTB_LIKE`), which stands in for the 42,068-sentence training split. The tensor
+builders turn a plan into padded batches for PyTorch and Keras, filled with seeded noise: they are for
+timing, not for learning.
 """
 
 from __future__ import annotations
@@ -19,8 +22,9 @@ from __future__ import annotations
 import math
 import numbers
 from collections.abc import Sequence
-from dataclasses import dataclass
-from functools import lru_cache
+from dataclasses import dataclass, replace
+from functools import cache, lru_cache
+from importlib import resources
 from typing import TYPE_CHECKING, Union
 
 import numpy as np
@@ -39,6 +43,12 @@ WORKED_EXAMPLE_LENGTHS = (4, 8, 3, 7)
 
 #: Where a padded step of a static bucket ends: at the batch's longest sequence or at the bucket boundary.
 PAD_TO = ("batch", "boundary")
+
+#: The splits of the shipped Penn Treebank lengths, and the real corpora made of them (`corpus`).
+PTB_SPLITS = ("valid", "test", "valid+test")
+PTB_CORPORA = tuple(f"ptb-{split}" for split in PTB_SPLITS)
+#: The default static bucket boundaries (an `inf` bucket is appended where a plan is made).
+BOUNDARIES = (10, 20, 30, 40, 60)
 
 
 def _lognormal_parameters(mean: float, std: float) -> tuple[float, float]:
@@ -289,7 +299,7 @@ def _shuffled(items: Sequence, rng: np.random.Generator | None) -> list:
 
 
 # ----------------------------------------------------------------------------------------------------
-# the four plans
+# the plans
 
 
 def pad_to_global_max(lengths: Lengths, batch_size: int) -> BatchPlan:
@@ -394,84 +404,6 @@ def auto_buckets(lengths: Lengths, batch_size: int, seed: int | None = None) -> 
     return _plan("auto_buckets", array, _shuffled(batches, rng))
 
 
-PLANS = {"pad_to_global_max": pad_to_global_max, "pad_per_batch": pad_per_batch,
-         "static_buckets": static_buckets, "auto_buckets": auto_buckets}
-
-
-# ----------------------------------------------------------------------------------------------------
-# the study's corpus and its plans, as the bucketing claim measures them
-
-
-@lru_cache(maxsize=8)
-def corpus(n: int, seed: int = 0) -> np.ndarray:
-    """The PTB-like sentence lengths (the first `n` of the seeded draw; read-only)."""
-    lengths = ptb_like_lengths(n, seed)
-    lengths.flags.writeable = False
-    return lengths
-
-
-def make_plan(name: str, lengths: np.ndarray, batch_size: int, *, seed: int = 0,
-              boundaries: Sequence[int] = (10, 20, 30, 40, 60), pad_to: str = "boundary") -> BatchPlan:
-    """One of the four plans; the random ones (and the batch order of the bucketed ones) seeded.
-
-    `pad_to_global_max` keeps the corpus order, which is already random (the lengths are i.i.d. draws).
-    Static buckets end with an `inf` bucket so no sentence is dropped; `pad_to='boundary'` pads each
-    batch to its bucket's boundary, as MXNet's `BucketSentenceIter` does (one unrolled graph per bucket).
-    """
-    if name == "pad_to_global_max":
-        return pad_to_global_max(lengths, batch_size)
-    if name == "pad_per_batch":
-        return pad_per_batch(lengths, batch_size, seed=seed)
-    if name == "static_buckets":
-        return static_buckets(lengths, batch_size, (*boundaries, math.inf), pad_to=pad_to, seed=seed)
-    if name == "auto_buckets":
-        return auto_buckets(lengths, batch_size, seed=seed)
-    raise ParameterError(f"unknown plan {name!r}; plans: {list(PLANS)}")
-
-
-@lru_cache(maxsize=64)
-def cached_plan(name: str, n: int, seed: int, batch_size: int, boundaries: tuple[int, ...],
-                 pad_to: str) -> BatchPlan:
-    return make_plan(name, corpus(n, seed), batch_size, seed=seed, boundaries=boundaries, pad_to=pad_to)
-
-
-def plans(n: int, batch_size: int, *, seed: int = 0, boundaries: Sequence[int] = (10, 20, 30, 40, 60),
-          pad_to: str = "boundary") -> dict[str, BatchPlan]:
-    return {name: cached_plan(name, n, seed, batch_size, tuple(boundaries), pad_to) for name in PLANS}
-
-
-def timing_sample(plan: BatchPlan, k: int) -> BatchPlan:
-    """The plan's `k` representative batches as a plan of their own: the batches sorted by padded steps
-    (then real steps) are cut into `k` strata of equal count, and the middle batch of each is kept (a
-    midpoint rule over the distribution of batch costs).
-
-    The result is a `BatchPlan` over just the sampled sequences (re-indexed 0..m-1) with the original
-    batches' widths, in the original plan's order, ready for `data.torch_batches`/`data.keras_batches`.
-    """
-    if isinstance(k, bool) or not isinstance(k, int) or k <= 0:
-        raise ParameterError(f"sample_batches must be a positive integer, got {k!r}")
-    k = min(k, plan.n_batches)
-    lengths = np.asarray(plan.lengths)
-    padded = np.array([len(b) * w for b, w in zip(plan.batches, plan.widths)])
-    real = np.array([int(lengths[list(b)].sum()) for b in plan.batches])
-    order = np.lexsort((np.arange(plan.n_batches), real, padded))  # by padded, then real steps, then position
-    chosen = sorted(int(stratum[len(stratum) // 2]) for stratum in np.array_split(order, k))
-    sub_lengths, sub_batches, start = [], [], 0
-    for index in chosen:
-        batch = plan.batches[index]
-        sub_lengths += [int(lengths[i]) for i in batch]
-        sub_batches.append(tuple(range(start, start + len(batch))))
-        start += len(batch)
-    return BatchPlan(f"{plan.name} (sample of {k})", tuple(sub_lengths), tuple(sub_batches),
-                          tuple(plan.widths[i] for i in chosen))
-
-def sample_for(config: dict) -> BatchPlan:
-    """The sampled batches a bucketing point's `config` names (plan, corpus, seed, batch size, sample size)."""
-    plan = cached_plan(str(config["plan"]), int(config["corpus"]), int(config["seed"]), int(config["batch_size"]),
-                       tuple(config.get("boundaries", (10, 20, 30, 40, 60))), str(config.get("pad_to", "boundary")))
-    return timing_sample(plan, int(config["sample_batches"]))
-
-
 def mxnet_autogen_boundaries(lengths: Lengths, batch_size: int) -> tuple[int, ...]:
     """Bucket boundaries as MXNet's `BucketSentenceIter` generates them when given none.
 
@@ -489,6 +421,144 @@ def mxnet_autogen_boundaries(lengths: Lengths, batch_size: int) -> tuple[int, ..
     return tuple(bounds)
 
 
+def mxnet_autogen(lengths: Lengths, batch_size: int, seed: int | None = None) -> BatchPlan:
+    """Static buckets at the boundaries MXNet's `BucketSentenceIter` generates when given none
+    (`mxnet_autogen_boundaries`), each batch padded to its bucket's boundary, as MXNet unrolls one graph per
+    bucket. Unlike MXNet, which drops the sentences longer than its last boundary and each bucket's last
+    short batch, every sentence is kept: the sentences above the last common length form one bucket padded
+    to the longest. The batch order is shuffled when `seed` is given."""
+    bounds = mxnet_autogen_boundaries(lengths, batch_size)
+    return replace(static_buckets(lengths, batch_size, bounds, pad_to="boundary", seed=seed), name="mxnet_autogen")
+
+
+def sorted_batches(lengths: Lengths, batch_size: int, seed: int | None = None) -> BatchPlan:
+    """Sort by length, cut consecutive batches, shuffle their order: the bucketing a PyTorch user writes by hand.
+
+    With `seed` the sequences are shuffled before a stable sort, so sequences of equal length are mixed at
+    random, and the batch order is shuffled. It differs from `auto_buckets` only where the one short batch
+    falls (here: among the longest sequences), so its padded work is within one batch of auto buckets'.
+    """
+    array = _lengths(lengths)
+    batch_size = _positive_int("batch_size", batch_size)
+    seed = _seed("seed", seed)
+    rng = None if seed is None else np.random.default_rng(seed)
+    start = np.arange(array.size) if rng is None else rng.permutation(array.size)
+    order = start[np.argsort(array[start], kind="stable")]
+    return _plan("sorted_batches", array, _shuffled(_chunks(order, batch_size), rng))
+
+
+#: Every batching plan, by name: each is `plan(lengths, batch_size, ...)`, in the order the study shows them
+#: (the two baselines first, then the bucketed plans).
+PLANS = {"pad_to_global_max": pad_to_global_max, "pad_per_batch": pad_per_batch,
+         "static_buckets": static_buckets, "mxnet_autogen": mxnet_autogen, "sorted_batches": sorted_batches,
+         "auto_buckets": auto_buckets}
+
+
+# ----------------------------------------------------------------------------------------------------
+# the study's corpus and its plans, as the bucketing claim measures them
+
+
+def check_corpus(source: object) -> int | str:
+    """A corpus as a grid names it: one of `PTB_CORPORA` (the real lengths) or a number of synthetic sentences."""
+    if isinstance(source, str) and source in PTB_CORPORA:
+        return source
+    if isinstance(source, bool) or not isinstance(source, numbers.Integral) or source <= 0:
+        raise ParameterError(f"corpus must be one of {list(PTB_CORPORA)} (the real Penn Treebank lengths) or a "
+                             f"positive number of synthetic PTB-like sentences, got {source!r}")
+    return int(source)
+
+
+def corpus_label(source: int | str) -> str:
+    """How a page names a corpus: "Penn Treebank valid (real, 3,370 sentences)" or "synthetic PTB-like, 42,068
+    sentences"."""
+    source = check_corpus(source)
+    if isinstance(source, str):
+        split = source.removeprefix("ptb-")
+        return f"Penn Treebank {split} (real, {len(ptb_lengths(split)):,} sentences)"
+    return f"synthetic PTB-like, {source:,} sentences"
+
+
+@lru_cache(maxsize=8)
+def corpus(source: int | str, seed: int = 0) -> np.ndarray:
+    """A corpus' sentence lengths (read-only): the real PTB lengths of `PTB_CORPORA` in a seeded random order
+    (the shipped counts keep no sentence order; a shuffled loader would not keep it either), or the first
+    `source` lengths of the synthetic PTB-like draw (already in random order: they are i.i.d. draws)."""
+    source = check_corpus(source)
+    if isinstance(source, str):
+        real = ptb_lengths(source.removeprefix("ptb-"))
+        lengths = real[np.random.default_rng(seed).permutation(real.size)]
+    else:
+        lengths = ptb_like_lengths(source, seed)
+    lengths.flags.writeable = False
+    return lengths
+
+
+def make_plan(name: str, lengths: np.ndarray, batch_size: int, *, seed: int = 0,
+              boundaries: Sequence[int] = BOUNDARIES, pad_to: str = "boundary") -> BatchPlan:
+    """One of `PLANS`; the random ones (and the batch order of the bucketed ones) seeded.
+
+    `pad_to_global_max` keeps the corpus order, which `corpus` makes random. Static buckets end with an
+    `inf` bucket so no sentence is dropped; `pad_to='boundary'` pads each batch to its bucket's boundary,
+    as MXNet's `BucketSentenceIter` does (one unrolled graph per bucket).
+    """
+    if name not in PLANS:
+        raise ParameterError(f"unknown plan {name!r}; plans: {list(PLANS)}")
+    if name == "pad_to_global_max":
+        return pad_to_global_max(lengths, batch_size)
+    if name == "static_buckets":
+        return static_buckets(lengths, batch_size, (*boundaries, math.inf), pad_to=pad_to, seed=seed)
+    return PLANS[name](lengths, batch_size, seed=seed)
+
+
+@lru_cache(maxsize=64)
+def cached_plan(name: str, source: int | str, seed: int, batch_size: int, boundaries: tuple[int, ...],
+                pad_to: str) -> BatchPlan:
+    return make_plan(name, corpus(source, seed), batch_size, seed=seed, boundaries=boundaries, pad_to=pad_to)
+
+
+def plans(source: int | str, batch_size: int, *, seed: int = 0, boundaries: Sequence[int] = BOUNDARIES,
+          pad_to: str = "boundary") -> dict[str, BatchPlan]:
+    """Every plan of `PLANS` over the corpus `source` (see `corpus`)."""
+    return {name: cached_plan(name, source, seed, batch_size, tuple(boundaries), pad_to) for name in PLANS}
+
+
+def timing_sample(plan: BatchPlan, k: int) -> BatchPlan:
+    """The plan's `k` representative batches as a plan of their own: the batches sorted by padded steps
+    (then real steps) are cut into `k` strata of equal count, and the middle batch of each is kept (a
+    midpoint rule over the distribution of batch costs). With `k` at least the plan's batches, the plan
+    itself: a whole epoch, no sampling.
+
+    The result is a `BatchPlan` over just the sampled sequences (re-indexed 0..m-1) with the original
+    batches' widths, in the original plan's order, ready for `data.torch_batches`/`data.keras_batches`.
+    """
+    if isinstance(k, bool) or not isinstance(k, int) or k <= 0:
+        raise ParameterError(f"sample_batches must be a positive integer, got {k!r}")
+    if k >= plan.n_batches:
+        return plan
+    lengths = np.asarray(plan.lengths)
+    padded = np.array([len(b) * w for b, w in zip(plan.batches, plan.widths)])
+    real = np.array([int(lengths[list(b)].sum()) for b in plan.batches])
+    order = np.lexsort((np.arange(plan.n_batches), real, padded))  # by padded, then real steps, then position
+    chosen = sorted(int(stratum[len(stratum) // 2]) for stratum in np.array_split(order, k))
+    sub_lengths, sub_batches, start = [], [], 0
+    for index in chosen:
+        batch = plan.batches[index]
+        sub_lengths += [int(lengths[i]) for i in batch]
+        sub_batches.append(tuple(range(start, start + len(batch))))
+        start += len(batch)
+    return BatchPlan(f"{plan.name} (sample of {k})", tuple(sub_lengths), tuple(sub_batches),
+                     tuple(plan.widths[i] for i in chosen))
+
+
+def sample_for(config: dict) -> BatchPlan:
+    """The batches a bucketing point's `config` times (plan, corpus, seed, batch size, sample size): a
+    stratified sample (`timing_sample`), or the whole epoch when `sample_batches` covers every batch."""
+    plan = cached_plan(str(config["plan"]), check_corpus(config["corpus"]), int(config["seed"]),
+                       int(config["batch_size"]), tuple(config.get("boundaries", BOUNDARIES)),
+                       str(config.get("pad_to", "boundary")))
+    return timing_sample(plan, int(config["sample_batches"]))
+
+
 def worked_example() -> dict[str, object]:
     """The slides' numbers, computed: [4, 8, 3, 7] in batches of two, real 22, padded 30, bucketed 24."""
     lengths = list(WORKED_EXAMPLE_LENGTHS)
@@ -500,7 +570,30 @@ def worked_example() -> dict[str, object]:
 
 
 # ----------------------------------------------------------------------------------------------------
-# a Penn-Treebank-like corpus
+# the Penn Treebank's real sentence lengths, and a synthetic PTB-like corpus
+
+
+@cache
+def _ptb_counts() -> dict[str, tuple[np.ndarray, np.ndarray]]:
+    """The shipped table (`lstmstudy/corpora/ptb_sentence_lengths.csv`): per split, its lengths and counts."""
+    text = resources.files("lstmstudy").joinpath("corpora", "ptb_sentence_lengths.csv").read_text()
+    table = np.loadtxt(text.splitlines(), delimiter=",", skiprows=1, dtype=str)
+    return {split: (table[table[:, 0] == split, 1].astype(np.int64), table[table[:, 0] == split, 2].astype(np.int64))
+            for split in ("valid", "test")}
+
+
+def ptb_lengths(split: str = "valid+test") -> np.ndarray:
+    """The real sentence lengths (tokens, no end-of-sentence token) of the Penn Treebank's `split`, sorted.
+
+    `split` is "valid" (3,370 sentences), "test" (3,761) or "valid+test" (7,131): Mikolov's preprocessed
+    `ptb.valid.txt` and `ptb.test.txt` (Marcus et al. 1993; Mikolov et al. 2010), counted per length; the
+    provenance is in `lstmstudy/corpora/README.md`. Only the counts are shipped, so the order is by length.
+    """
+    if split not in PTB_SPLITS:
+        raise ParameterError(f"split must be one of {list(PTB_SPLITS)}, got {split!r}")
+    counts = _ptb_counts()
+    parts = [np.repeat(*counts[name]) for name in split.split("+")]
+    return np.sort(np.concatenate(parts))
 
 
 def ptb_like_lengths(n: int = 42068, seed: int = 0) -> np.ndarray:

@@ -28,7 +28,8 @@ SOURCES: dict[str, tuple[str, tuple[str, ...]]] = {
            ("blogpost-lstm-gpu", "woolf-cloud-cpus", "so-cudnnlstm")),
     "03": ("paper (seed 003)", ("mahorker-lstm-kernels",)),
     "04": ("paper (seed 003), against a DeepBench cuDNN baseline", ("mahorker-lstm-kernels", "deepbench")),
-    "05": ("slides (seed 002)", ("lin-wu-lstm-slides",)),
+    "05": ("slides (seed 002); real Penn Treebank sentence lengths", ("lin-wu-lstm-slides", "marcus-ptb",
+                                                                     "mikolov-rnnlm")),
     "06": ("paper (seed 003) left energy as future work; measured as Zeus does",
            ("mahorker-lstm-kernels", "zeus-nsdi23")),
 }
@@ -46,8 +47,9 @@ _PHRASES = {Outcome.REPRODUCED.value: "reproduced", Outcome.EXCEEDS.value: "exce
 def table(root: Path | None = None, *, claims: Sequence[Claim] | None = None, toc: Path = TOC) -> pd.DataFrame:
     """One row per claim and stored hardware set: the seed's figure, ours, the verdict and the page.
 
-    Verdicts come from each claim's `verdicts(results.load(name, root))`; a claim with no stored result
-    set gets one row that says so (verdict: not measured). `evidence` says what a verdict tests: the
+    Verdicts come from each claim's `verdicts(results.load(name, root))`, each with its own statement, seed
+    figure and rule (claim 4 judges the paper's Mode 1 vs Mode 2 beside its own claim); a claim with no
+    stored result set gets one row that says so (verdict: not measured). `evidence` says what a verdict tests: the
     seed's GPU claim (a GPU set) or its CPU analogue (a CPU set), which never counts as a reproduction.
     """
     pages = claim_pages(toc)
@@ -62,7 +64,8 @@ def table(root: Path | None = None, *, claims: Sequence[Claim] | None = None, to
         if not verdicts:
             rows.append({**base, "hardware": "", "evidence": "", "our figure": "no stored result set",
                          "verdict": Outcome.NOT_MEASURED.value, "timing": ""})
-        rows += [{**base, "hardware": v.hardware_id, "evidence": v.evidence, "our figure": v.ours_text,
+        rows += [{**base, "statement": v.statement, "seed figure": v.seed_figure, "rule": v.rule,
+                  "hardware": v.hardware_id, "evidence": v.evidence, "our figure": v.ours_text,
                   "verdict": v.outcome.value, "timing": noise(frame[frame.hardware_id == v.hardware_id])}
                  for v in verdicts]
     return pd.DataFrame(rows, columns=COLUMNS)
@@ -103,8 +106,8 @@ def to_markdown(ledger: pd.DataFrame) -> str:
              "| --- | --- | --- | --- | --- |"]
     previous = None
     for row in ledger.to_dict("records"):
-        first = row["claim"] != previous
-        previous = row["claim"]
+        first = (row["claim"], row["rule"]) != previous  # a claim may judge more than one statement
+        previous = (row["claim"], row["rule"])
         claim = (f"{_page_ref(row['claim'], row['page'])}: {_md(row['statement'])}. "
                  f"*Source: {_md(row['source'])}*{_cites(row['citations'])}") if first else ""
         seed = _md(row["seed figure"]) if first else ""
@@ -143,9 +146,10 @@ def counts(ledger: pd.DataFrame) -> dict[str, int]:
 
 
 def sentences(ledger: pd.DataFrame) -> list[str]:
-    """One MyST Markdown paragraph per claim, saying where it was reproduced, partly or not, from the verdicts."""
+    """One MyST Markdown paragraph per claim and statement judged, saying where it was reproduced, partly or
+    not, from the verdicts."""
     out = []
-    for number, rows in ledger.groupby("claim", sort=True):
+    for (number, _), rows in ledger.groupby(["claim", "rule"], sort=False):
         first = rows.iloc[0]
         head = (f"{_page_ref(number, first['page'])}: *{_md(first['statement'])}*. "
                 f"The seed: {_md(first['seed figure'])}.")
@@ -181,15 +185,19 @@ def _outcomes(rows: pd.DataFrame, *, bold: bool) -> str:
     return ", and ".join(parts)
 
 
+def data_sources(ledger: pd.DataFrame) -> str:
+    """Which result sets the verdicts rest on, in plain text (the landing page pastes it from the conclusions)."""
+    sets = sorted(h for h in ledger["hardware"].unique() if h)
+    gpus, cpus = [h for h in sets if h.startswith("cuda-")], [h for h in sets if h.startswith("cpu-")]
+    listed = lambda names: f" ({', '.join(names)})" if names else ""  # noqa: E731
+    return f"{len(gpus)} GPU result set(s){listed(gpus)} and {len(cpus)} CPU result set(s){listed(cpus)}"
+
+
 def conclusions(ledger: pd.DataFrame) -> str:
     """The conclusions page's text, as MyST Markdown, computed from the ledger's verdicts."""
     n = counts(ledger)
-    sets = sorted(h for h in ledger["hardware"].unique() if h)
-    gpus, cpus = [h for h in sets if h.startswith("cuda-")], [h for h in sets if h.startswith("cpu-")]
-    listed = lambda names: f" ({', '.join(f'`{h}`' for h in names)})" if names else ""  # noqa: E731
-    paragraphs = [f"**Where the data come from:** {len(gpus)} GPU result set(s){listed(gpus)} and {len(cpus)} CPU "
-                  f"result set(s){listed(cpus)}. Every seed's claim is about GPUs: a verdict on a CPU set tests "
-                  f"its CPU analogue and is never counted as a reproduction."]
+    paragraphs = [f"**Where the data come from:** {_md(data_sources(ledger))}. Every seed's claim is about GPUs: a "
+                  f"verdict on a CPU set tests its CPU analogue and is never counted as a reproduction."]
     if n["gpu_sets"] == 0:
         paragraphs.append("**No GPU result set is stored, so no claim about GPUs is tested here.** A reader with "
                           "an NVIDIA GPU can add one with `lstmstudy measure --device cuda` and "

@@ -4,7 +4,8 @@ Modelled on ml-energy/Zeus: `begin_window(key)` ... `end_window(key)` returns a 
 Energy comes from the GPU's own energy counter (Volta and newer) where there is one, else from
 integrating the power that a background thread samples. The counter updates only about every
 100 ms, so a shorter window reports `energy_j=None` and a warning instead of a zero or a guess:
-repeat the work until the window is long enough.
+repeat the work until the window is long enough (the energy claim asks for `MIN_ENERGY_WINDOW_S`,
+ten counter periods, at least).
 """
 
 from __future__ import annotations
@@ -28,6 +29,10 @@ log = logging.getLogger(__name__)
 
 ENERGY_COUNTER_PERIOD_S = 0.1
 """How often NVML's energy counter updates; energy over a shorter window is not measurable."""
+MIN_ENERGY_WINDOW_S = 10 * ENERGY_COUNTER_PERIOD_S
+"""The shortest window whose energy the study stores: the counter can be up to one period stale at each
+end of a window, so over ten periods a window's energy is off by at most about a tenth, at random from
+one window to the next, which the interval over repeated windows then carries."""
 
 Sync = Callable[[], object]
 
@@ -369,35 +374,42 @@ def idle_power(monitor: GpuMonitor, seconds: float = 1.0) -> GpuMeasurement:
 
 MAX_ATTEMPTS = 5
 MIN_REPETITIONS = 3
+#: a window is sized this much longer than asked: inside it every step also pays its sync and the loop
+SIZING_MARGIN = 1.1
 
 
 def repetitions(median_s: float, window_s: float) -> int:
-    """How many steps of `median_s` fill a window of `window_s` (at least MIN_REPETITIONS)."""
+    """How many steps of `median_s` fill a window of `window_s`, with `SIZING_MARGIN` (at least MIN_REPETITIONS)."""
     if not median_s > 0:
         return MIN_REPETITIONS
-    return max(MIN_REPETITIONS, math.ceil(window_s / median_s))
+    return max(MIN_REPETITIONS, math.ceil(SIZING_MARGIN * window_s / median_s))
 
 
 def energy_window(step: Callable[[], object], sync: Sync | None, monitor: GpuMonitor, *, n: int, window_s: float,
                   key: str = "energy") -> tuple[Measurement, GpuMeasurement]:
-    """Run `step` N times (each timed and synced) inside one monitor window lasting >= `window_s`.
+    """Run `step` N times (each timed and synced) inside one monitor window lasting at least `window_s`.
 
-    If the window comes out shorter (the steps ran faster than the sizing median) or the counter could
-    not measure it, N grows and the window runs again, up to MAX_ATTEMPTS times; a window whose energy
-    is still unmeasured raises RuntimeError with NVML's warning, so no number is stored for it.
+    A window that comes out shorter (the steps ran faster than the sizing median) runs again with N scaled
+    up to fill `window_s` (plus `SIZING_MARGIN`); one whose energy the counter did not measure runs again
+    with N doubled. After MAX_ATTEMPTS the window still unmeasured or short raises RuntimeError saying why,
+    so no number is stored for a window shorter than asked. The returned `Measurement` holds the N step
+    times of the window that counted.
     """
-    attempt = 1
-    while True:
+    for _ in range(MAX_ATTEMPTS):
         with monitor.window(key) as holder:
             m = time_call(step, sync=sync, warmup=0, min_time=0.0, max_time=float("inf"),
                           min_samples=n, max_samples=n)
         result = holder.result
-        if result.energy_j is not None and (result.duration_s >= window_s or attempt == MAX_ATTEMPTS):
-            return m, result  # on the last attempt: measurable (>= the counter period), if shorter than asked
-        if attempt == MAX_ATTEMPTS:
-            raise RuntimeError(result.warning or f"window {key!r} energy was not measured")
-        n = math.ceil(n * max(2.0, 1.2 * window_s / max(result.duration_s, 1e-9)))
-        attempt += 1
+        if result.energy_j is not None and result.duration_s >= window_s:
+            return m, result
+        if result.energy_j is None:
+            n *= 2
+        else:
+            n = max(n + 1, math.ceil(n * SIZING_MARGIN * window_s / max(result.duration_s, 1e-9)))
+    if result.energy_j is None:
+        raise RuntimeError(result.warning or f"window {key!r} energy was not measured")
+    raise RuntimeError(f"window {key!r} lasted {result.duration_s:.3f} s after {MAX_ATTEMPTS} attempts, "
+                       f"shorter than the {window_s:g} s asked; its energy is not stored")
 
 
 def idle_window(monitor: GpuMonitor, seconds: float) -> GpuMeasurement:

@@ -16,8 +16,16 @@ sns.set_theme(context="notebook", style="whitegrid")
 NOISY_LABEL = "noisy (95% interval wider than +-10%)"
 
 
+def hardware_label(hardware_id: str) -> str:
+    """A hardware set as a figure names it: a CPU set says it is CPU only, so no reader takes it for a GPU's."""
+    return f"{hardware_id} (CPU only)" if hardware_id.startswith("cpu-") else hardware_id
+
+
 def _hardware_title(grid: sns.FacetGrid, prefix: str = "") -> None:
-    grid.set_titles(col_template=prefix + "{col_name}", row_template="{row_name}")
+    """Titles of a grid faceted by hardware set (`col`), each set named by `hardware_label`."""
+    for ax, name in zip(grid.axes.flat, grid.col_names or [None] * len(grid.axes.flat)):
+        if name is not None:
+            ax.set_title(prefix + hardware_label(str(name)))
 
 
 def times(frame: pd.DataFrame, x: str, *, hue: str = "kernel", col: str | None = None, row: str | None = None,
@@ -47,7 +55,8 @@ def times(frame: pd.DataFrame, x: str, *, hue: str = "kernel", col: str | None =
         for ax in grid.axes.flat:
             ax.set_xscale("log", base=2) if logx else None
             ax.set_yscale("log") if logy else None
-            ax.set_title(f"{hardware_id}\n{ax.get_title()}" if ax.get_title() else hardware_id, fontsize=9)
+            label = hardware_label(hardware_id)
+            ax.set_title(f"{label}\n{ax.get_title()}" if ax.get_title() else label, fontsize=9)
         grid.set_axis_labels(xlabel, ylabel)
         grid.add_legend()
         grids.append(grid)
@@ -197,7 +206,7 @@ def speedup_heatmaps(table: pd.DataFrame, rows: pd.DataFrame, kernel: str,
             for j, phase in enumerate(phases):
                 ax = axes[i][j]
                 here = part[(part.precision == precision) & (part.phase == phase)]
-                title = f"{hardware_id}\n{kernel}, {precision} over fp32, {phase}, batch {batch}"
+                title = f"{hardware_label(hardware_id)}\n{kernel}, {precision} over fp32, {phase}, batch {batch}"
                 if here.empty:
                     reasons = cells[(cells.precision == precision) & (cells.phase == phase)
                                     & (cells.status != "ok")].error.unique()
@@ -223,12 +232,13 @@ def _wrap(text: str, width: int = 48) -> str:
 
 def energy_bars(table: pd.DataFrame, kernel_order: Sequence[str], precision_order: Sequence[str], *,
                 height: float = 3.2) -> list[sns.FacetGrid]:
-    """GPU energy in J per 1,000 sequences per kernel (bars: total; hatched: above idle), hue = precision; one
-    figure per hardware set, panels by phase (rows) and shape (columns), linear axes from zero so the two parts
-    compare. Kernels and precisions follow `kernel_order` and `precision_order` (others after, sorted).
+    """GPU energy in J per 1,000 sequences per kernel (bars: total, the median over windows, with its 95%
+    interval as whiskers; hatched: above idle), hue = precision; one figure per hardware set, panels by phase
+    (rows) and shape (columns), linear axes from zero so the two parts compare. Kernels and precisions
+    follow `kernel_order` and `precision_order` (others after, sorted).
 
-    `table` has energy's `energy_table` layout (hardware_id, kernel, precision, phase, shape, j_per_1k_seq,
-    above_idle_j_per_1k_seq). Returns the FacetGrids (an empty list for an empty table).
+    `table` has energy's `energy_table` layout (hardware_id, kernel, precision, phase, shape, j_per_1k_seq and
+    its _lo/_hi, above_idle_j_per_1k_seq). Returns the FacetGrids (an empty list for an empty table).
     """
     grids = []
     order = [k for k in kernel_order if k in set(table.kernel)] + sorted(set(table.kernel) - set(kernel_order))
@@ -240,61 +250,79 @@ def energy_bars(table: pd.DataFrame, kernel_order: Sequence[str], precision_orde
         for (phase, shape), ax in grid.axes_dict.items():
             facet = part[(part["phase"] == phase) & (part["shape"] == shape)]
             for container, precision in zip(list(ax.containers)[:len(hue_order)], hue_order):
-                values = facet[facet.precision == precision].set_index("kernel").above_idle_j_per_1k_seq
+                rows = facet[facet.precision == precision].drop_duplicates("kernel", keep="last").set_index("kernel")
                 for bar, kernel in zip(container, order):
-                    value = values.get(kernel, np.nan)
-                    if np.isfinite(value) and np.isfinite(bar.get_height()):
-                        ax.bar(bar.get_x() + bar.get_width() / 2, value, width=bar.get_width(), fill=False,
+                    if kernel not in rows.index or not np.isfinite(bar.get_height()):
+                        continue
+                    row, centre = rows.loc[kernel], bar.get_x() + bar.get_width() / 2
+                    _whiskers(ax, [centre], [row.j_per_1k_seq_lo], [row.j_per_1k_seq_hi])
+                    if np.isfinite(row.above_idle_j_per_1k_seq):
+                        ax.bar(centre, row.above_idle_j_per_1k_seq, width=bar.get_width(), fill=False,
                                hatch="///", edgecolor="black", linewidth=0.5)
             ax.set_ylim(bottom=0)
             ax.set_title(f"{hardware_id}\n{phase}, {shape}", fontsize=9)
             for label in ax.get_xticklabels():
                 label.set(rotation=30, horizontalalignment="right")
         grid.set_axis_labels("kernel", "J per 1,000 sequences")
-        grid.figure.suptitle("GPU energy per 1,000 sequences. Bars: total; hatched: above idle", y=1.02, fontsize=10)
+        grid.figure.suptitle("GPU energy per 1,000 sequences (linear scale). Bars: total; hatched: above idle",
+                             y=1.02, fontsize=10)
         grids.append(grid)
     return grids
 
 
-def energy_vs_time(ratios: pd.DataFrame, precision_order: Sequence[str], *, reproduced_from: float,
-                   partly_from: float, height: float = 3.6) -> sns.FacetGrid | None:
-    """Energy per sequence ratio (fallback / fused, x) against time ratio (x), log-log, one panel per hardware set:
-    on the dashed diagonal the fallback costs energy in proportion to its time; the verdict's bands are marked
-    where they start (`reproduced_from` green, `partly_from` orange) and 1x grey.
+def energy_vs_time(ratios: pd.DataFrame, precision_order: Sequence[str], *, band: tuple[float, float],
+                   height: float = 3.6) -> sns.FacetGrid | None:
+    """Energy above idle per sequence, fallback over fused (y), against time per step, fallback over fused (x),
+    log-log, one panel per hardware set; whiskers: each ratio's 95% interval over windows. On the dashed
+    diagonal the fallback costs energy exactly in proportion to its time; the shaded wedge is the rule's
+    proportional band (energy ratio between `band[0]` and `band[1]` times the time ratio).
 
-    `ratios` has energy's `energy_ratios` layout (hardware_id, kernel, precision, time_ratio, energy_ratio);
-    markers follow `precision_order`. None for an empty table.
+    `ratios` has energy's `energy_ratios` layout (hardware_id, kernel, precision, time_ratio and
+    above_idle_ratio with their _lo/_hi); markers follow `precision_order`. None when no ratio is finite.
     """
-    if ratios.empty:
+    data = ratios[np.isfinite(ratios.above_idle_ratio.astype(float))] if not ratios.empty else ratios
+    if data.empty:
         return None
-    grid = sns.relplot(ratios, x="time_ratio", y="energy_ratio", hue="kernel", style="precision", col="hardware_id",
-                       style_order=[p for p in precision_order if p in set(ratios.precision)], kind="scatter", s=70,
-                       height=height, aspect=1.2, facet_kws={"sharex": False, "sharey": False})
-    for ax in grid.axes.flat:
+    grid = sns.relplot(data, x="time_ratio", y="above_idle_ratio", hue="kernel", style="precision",
+                       col="hardware_id", style_order=[p for p in precision_order if p in set(data.precision)],
+                       kind="scatter", s=70, height=height, aspect=1.2, zorder=3,
+                       facet_kws={"sharex": False, "sharey": False})
+    for hardware_id, ax in grid.axes_dict.items():
+        part = data[data.hardware_id == hardware_id].astype({c: float for c in (
+            "time_ratio", "time_ratio_lo", "time_ratio_hi", "above_idle_ratio", "above_idle_ratio_lo",
+            "above_idle_ratio_hi")})
+        ax.errorbar(part.time_ratio, part.above_idle_ratio, fmt="none", ecolor="grey", elinewidth=0.8, zorder=2,
+                    xerr=[(part.time_ratio - part.time_ratio_lo).clip(lower=0),
+                          (part.time_ratio_hi - part.time_ratio).clip(lower=0)],
+                    yerr=[(part.above_idle_ratio - part.above_idle_ratio_lo).clip(lower=0),
+                          (part.above_idle_ratio_hi - part.above_idle_ratio).clip(lower=0)])
         ax.set_xscale("log")
         ax.set_yscale("log")
         lo = min(ax.get_xlim()[0], ax.get_ylim()[0], 0.8)
         hi = max(ax.get_xlim()[1], ax.get_ylim()[1], 2.5)
-        ax.plot([lo, hi], [lo, hi], color="black", linewidth=1, linestyle="--", label="energy = time")
-        ax.axhline(reproduced_from, color="tab:green", linewidth=1)
-        ax.axhline(partly_from, color="tab:orange", linewidth=1)
-        ax.axhline(1.0, color="grey", linewidth=0.8)
+        line = np.geomspace(lo, hi, 50)
+        ax.plot(line, line, color="black", linewidth=1, linestyle="--", label="energy = time")
+        ax.fill_between(line, band[0] * line, band[1] * line, color="tab:green", alpha=0.12, linewidth=0,
+                        label="proportional band")
         ax.set(xlim=(lo, hi), ylim=(lo, hi))
-    grid.set_axis_labels("time ratio, fallback / fused (x)", "energy per sequence ratio, fallback / fused (x)")
-    grid.set_titles(col_template="{col_name}")
+        ax.set_title(f"{hardware_id}\n(log-log; diagonal: energy = time)", fontsize=9)
+    grid.set_axis_labels("time per step, fallback / fused (x)", "energy above idle per sequence,\nfallback / fused (x)")
     return grid
 
 
 # --- padding and bucketing (claim 5's page) ------------------------------------------------------------------
 
-def length_histogram(lengths: np.ndarray, boundaries: Sequence[int], *, title: str) -> plt.Axes:
-    """A corpus' sentence lengths (tokens) as a histogram, one bin per length, the static bucket boundaries
-    dashed."""
+def length_histogram(corpora: dict[str, np.ndarray], boundaries: Sequence[int], *, title: str) -> plt.Axes:
+    """Sentence lengths (tokens) of each corpus (label -> lengths) as a step histogram of shares, one bin per
+    length, so corpora of different sizes compare; the static bucket boundaries dashed."""
     fig, ax = plt.subplots(figsize=(7, 3.2))
-    sns.histplot(x=np.asarray(lengths), binwidth=1, ax=ax, color="tab:blue")
+    for (label, lengths), color in zip(corpora.items(), ("tab:blue", "tab:red", "tab:green")):
+        sns.histplot(x=np.asarray(lengths), binwidth=1, stat="percent", element="step", fill=False, ax=ax,
+                     color=color, label=f"{label} ({len(lengths):,})")
     for b in boundaries:
         ax.axvline(b + 0.5, color="tab:orange", linestyle="--", linewidth=1)
-    ax.set(xlabel="sentence length (tokens)", ylabel="sentences", title=title)
+    ax.set(xlabel="sentence length (tokens)", ylabel="sentences (% of the corpus)", title=title)
+    ax.legend(fontsize=8)
     return ax
 
 
@@ -319,48 +347,83 @@ def waste_bars(table: pd.DataFrame, *, title: str) -> plt.Axes:
     return ax
 
 
-def epoch_bars(table: pd.DataFrame, plan_order: Sequence[str]) -> sns.FacetGrid:
-    """Estimated time per epoch (s) per batching plan (in `plan_order`) and kernel: bars at the median, whiskers
-    the interquartile range, one panel per hardware set.
+def _setting_titles(grid: sns.FacetGrid, table: pd.DataFrame) -> None:
+    """Panel titles of a claim-5 figure faceted by hardware set: the set (`hardware_label`) and its setting."""
+    for ax, (hardware_id, facet) in zip(grid.axes.flat, table.groupby("hardware_id", sort=True)):
+        ax.set_title(f"{hardware_label(str(hardware_id))}\n{_wrap(facet.setting.iloc[0], 70)}", fontsize=9)
 
-    `table` has bucketing's `epoch_times` layout (hardware_id, kernel, plan, epoch_s, epoch_p25_s, epoch_p75_s),
-    one setting per hardware set (its `largest_settings`).
+
+def epoch_bars(table: pd.DataFrame, plan_order: Sequence[str]) -> sns.FacetGrid:
+    """Time per epoch (s) per batching plan (in `plan_order`) and kernel: bars at the median over rounds,
+    whiskers its 95% interval, one panel per hardware set titled with its setting.
+
+    `table` has bucketing's `compact(epoch_times)` layout (hardware_id, setting, kernel, plan, epoch_s,
+    epoch_lo_s, epoch_hi_s), one setting per hardware set (its `largest_settings`).
     """
+    order = [plan for plan in plan_order if plan in set(table.plan)]  # result sets from before a plan existed
     grid = sns.catplot(table, x="plan", y="epoch_s", hue="kernel", col="hardware_id", kind="bar", errorbar=None,
-                       order=list(plan_order), hue_order=sorted(table.kernel.unique()), height=3.6, aspect=1.4,
-                       sharey=False)
+                       order=order, hue_order=sorted(table.kernel.unique()), height=3.8, aspect=1.5, sharey=False)
     for ax, (_, facet) in zip(grid.axes.flat, table.groupby("hardware_id", sort=True)):
         for container, (_, part) in zip(ax.containers, facet.groupby("kernel", sort=True)):
-            part = part.set_index("plan").reindex(list(plan_order))
-            centres = [bar.get_x() + bar.get_width() / 2 for bar in container]
-            _whiskers(ax, centres, part.epoch_p25_s, part.epoch_p75_s)
+            centres = [bar.get_x() + bar.get_width() / 2 for bar in container if not np.isnan(bar.get_height())]
+            part = part.set_index("plan").loc[[order[round(centre)] for centre in centres]]  # dodged near its tick
+            _whiskers(ax, centres, part.epoch_lo_s, part.epoch_hi_s)
         for label in ax.get_xticklabels():
             label.set(rotation=20, horizontalalignment="right")
-    grid.set_axis_labels("batching plan", "estimated time per epoch (s)")
-    grid.set_titles(col_template="{col_name}")
+    grid.set_axis_labels("batching plan", "time per epoch (s)")
+    _setting_titles(grid, table)
     return grid
 
 
-def speedup_bars(table: pd.DataFrame, baseline: str, plan_order: Sequence[str], *, seed_speedup: float,
-                 reproduced_from: float) -> sns.FacetGrid:
+def speedup_bars(table: pd.DataFrame, baseline: str, plan_order: Sequence[str], *, seed_speedup: float | None = None,
+                 band: tuple[float, float] | None = None) -> sns.FacetGrid:
     """Each batching plan's epoch-time speed-up over `baseline` (x) per kernel, with bootstrap 95% intervals, one
-    panel per hardware set; diamonds mark the padded-work ratio, dashed the seed's `seed_speedup` and dotted the
-    rule's `reproduced_from`. Plans follow `plan_order` (the baseline left out).
+    panel per hardware set titled with its setting; diamonds mark the padded-work ratio, dashed the seed's
+    `seed_speedup` and shaded the rule's `band` for reproduced, where given (over the baseline the rule names).
+    Plans follow `plan_order` (the baseline left out).
 
-    `table` has bucketing's `speedups` layout (hardware_id, kernel, plan, ratio, ratio_lo, ratio_hi, work_ratio),
-    the rows over `baseline` of one setting per hardware set (its `largest_settings`).
+    `table` has bucketing's `compact(speedups)` layout (hardware_id, setting, kernel, plan, ratio, ratio_lo,
+    ratio_hi, work_ratio), the rows over `baseline` of one setting per hardware set (its `largest_settings`).
     """
     part = table.sort_values(["hardware_id", "kernel"])  # ratio_bars pairs bars and hues sorted
     grid = ratio_bars(part, x="plan", hue="kernel", xlabel="batching plan", ylabel=f"speed-up over {baseline} (x)",
-                      order=[p for p in plan_order if p != baseline])
+                      order=[p for p in plan_order if p != baseline], seed_band=band,
+                      seed_label=f"rule: reproduced within {band[0]}-{band[1]}x" if band else "", height=3.8)
     for ax, (_, facet) in zip(grid.axes.flat, part.groupby("hardware_id", sort=True)):
         work = facet.groupby("plan").work_ratio.first()
         ticks = [(x, t.get_text()) for x, t in zip(ax.get_xticks(), ax.get_xticklabels()) if t.get_text() in work]
         ax.scatter([x for x, _ in ticks], [work[name] for _, name in ticks], marker="D", s=30, color="black",
                    zorder=5, label="padded-work ratio")
-        ax.axhline(seed_speedup, color="tab:orange", linestyle="--", linewidth=1.5, label=f"seed: {seed_speedup}x")
-        ax.axhline(reproduced_from, color="tab:green", linestyle=":", linewidth=1.5,
-                   label=f"rule: reproduced from {reproduced_from}x")
-        handles = [h for h in (*ax.get_lines(), *ax.collections) if not h.get_label().startswith("_")]
+        if seed_speedup is not None:
+            ax.axhline(seed_speedup, color="tab:orange", linestyle="--", linewidth=1.5, label=f"seed: {seed_speedup}x")
+        handles = [h for h in (*ax.get_lines(), *ax.collections, *ax.patches)
+                   if not h.get_label().startswith("_") and h.get_label() not in set(part.kernel)]
         ax.legend(handles=handles, loc="upper left", fontsize=8, framealpha=0.9)
+    _setting_titles(grid, part)
+    return grid
+
+
+def time_vs_work(table: pd.DataFrame, *, band: tuple[float, float]) -> sns.FacetGrid:
+    """Does time follow padded work? Each plan's epoch-time speed-up (y, with its 95% interval) against its
+    padded-work ratio (x), both over the same baseline, one marker per plan and colour per kernel, one panel per
+    hardware set: on the diagonal, time falls exactly as the padded work does; the shaded wedge is the rule's
+    `band` of time / work for "time follows padded work".
+
+    `table` has bucketing's `compact(speedups)` layout (hardware_id, setting, kernel, plan, ratio, ratio_lo,
+    ratio_hi, work_ratio), one setting per hardware set.
+    """
+    grid = sns.relplot(table, x="work_ratio", y="ratio", hue="kernel", style="plan", col="hardware_id", s=70,
+                       height=3.8, aspect=1.2, facet_kws={"sharex": False, "sharey": False})
+    for ax, (_, facet) in zip(grid.axes.flat, table.groupby("hardware_id", sort=True)):
+        ax.errorbar(facet.work_ratio, facet.ratio, yerr=(facet.ratio - facet.ratio_lo, facet.ratio_hi - facet.ratio),
+                    fmt="none", color="grey", linewidth=1, zorder=1)
+        top = float(max(facet.work_ratio.max(), facet.ratio_hi.max())) * 1.1
+        line = np.array([0.0, top])
+        handles = [ax.plot(line, line, color="black", linestyle="--", linewidth=1, label="time = padded work")[0],
+                   ax.fill_between(line, line * band[0], line * band[1], color="tab:green", alpha=0.12, linewidth=0,
+                                   label=f"rule: time follows work ({band[0]}-{band[1]})")]
+        ax.legend(handles=handles, loc="upper left", fontsize=8, framealpha=0.9)
+        ax.set(xlim=(0, top), ylim=(0, top))
+    grid.set_axis_labels("padded-work ratio, baseline / plan (x)", "epoch-time speed-up, baseline / plan (x)")
+    _setting_titles(grid, table)
     return grid

@@ -108,6 +108,19 @@ def geomean_interval(replicates: Sequence[np.ndarray], *, seed: int = 0,
     return _interval(np.exp(logs[picks, np.arange(n_boot)[:, None]].mean(axis=1)), confidence)
 
 
+def percentile_interval(replicates: Sequence[float], confidence: float = 0.95) -> tuple[float, float]:
+    """The percentile interval of bootstrap replicates, formed as every interval in this module is."""
+    return _interval(np.asarray(replicates, dtype=float), confidence)
+
+
+def fixed_geomean_interval(replicates: Sequence[np.ndarray], confidence: float = 0.95) -> tuple[float, float]:
+    """An interval for the geometric mean of ratios at configurations fixed by design (the smallest and the
+    largest shape, say: not a sample of a grid): replicate k is the geometric mean of every ratio's k-th
+    replicate, so only the rounds and samples are resampled."""
+    logs = np.log(np.stack([np.asarray(r, dtype=float) for r in replicates]))
+    return _interval(np.exp(logs.mean(axis=0)), confidence)
+
+
 def row_rounds(row) -> list[np.ndarray]:
     """The rounds of a loaded result row (`results.load`: `samples` and `round_sizes`)."""
     return rounds_of(_field(row, "samples"), _field(row, "round_sizes"))
@@ -170,3 +183,11 @@ def geomean(values: Sequence[float]) -> float:
     """The geometric mean: the right average of ratios (a 2x slowdown and a 2x speed-up cancel)."""
     arr = np.asarray(values, dtype=float)
     return float(np.exp(np.log(arr).mean())) if arr.size else float("nan")
+
+
+# --- repeated windows: one value per round (claim 6's energy windows) ----------------------------------------
+
+def one_per_round(values: Sequence[float]) -> list[np.ndarray]:
+    """Values measured once per round (the joules of one energy window, say), each as a round of one sample,
+    so that `bootstrap_median` and `ratio_replicates` resample the windows themselves."""
+    return [np.array([v], dtype=float) for v in values]

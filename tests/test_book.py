@@ -80,3 +80,20 @@ def test_the_ledger_links_every_claim_page(built_book):
     assert len(registered) == len(numbers)
     assert registered <= claims
     assert {f"claims/{page.rsplit('/', 1)[1]}.html" for page in registered} <= links
+
+
+def test_the_landing_page_names_the_result_sets_the_conclusions_rest_on(built_book):
+    from lstmstudy import ledger
+
+    built_book.check()
+    sources = ledger.data_sources(ledger.table())
+    for page in ("book/intro.html", "book/conclusions.html"):
+        text = " ".join(Page.parse((built_book.html / page).read_text()).visible_text.split())
+        assert sources in text, page
+
+
+def test_code_lines_wrap_instead_of_being_cut_off(built_book):
+    built_book.check()
+    page = (built_book.html / "book" / "claims" / "01_cudnn_fallback.html").read_text()
+    assert "_static/lstmstudy.css" in page
+    assert "pre-wrap" in (built_book.html / "_static" / "lstmstudy.css").read_text()

@@ -1,106 +1,190 @@
-"""Claim 5's verdict logic on synthetic result sets, its timing sample, and a real torch step at a tiny size."""
+"""Claim 5's verdicts and its time-follows-work statistic on injected result sets, its grid on both corpora, the
+worked example as a check, and real measurements at tiny sizes (the quick path, and whole epochs)."""
 
 from __future__ import annotations
+
+from dataclasses import replace
 
 import numpy as np
 import pytest
 import torch
 
-from lstmstudy import data, results, sweep
+from lstmstudy import data, kernels, results, sweep
 from lstmstudy.claims import Outcome
 from lstmstudy.claims import bucketing as claim
 from lstmstudy.errors import ParameterError
 from lstmstudy.hardware import Fingerprint
 from lstmstudy.timing import Measurement
-from tests.measuring import measure_one
+from tests.measuring import QUICK, measure_one
 
 CPU = Fingerprint(device_kind="cpu", cpu_model="Test CPU 9000", cpu_flags=[], physical_cores=2, threads=2, ram_gb=8.0)
 GPU = Fingerprint(device_kind="cuda", cpu_model="Test CPU 9000", cpu_flags=[], physical_cores=2, threads=2, ram_gb=8.0,
                   gpu_name="Test GPU")
-SIZES = dict(batch_size=8, corpus_size=400, sample_batches=3, layers=1, hidden=16, features=4)
+#: a small model for every test; the corpus and the timing come from SYNTHETIC or REAL
+MODEL = dict(layers=1, hidden=16, features=4)
+#: the synthetic corpus, an epoch estimated from 3 sampled batches (as the result sets before the real lengths)
+SYNTHETIC = dict(batch_size=8, corpus=400, sample_batches=3, **MODEL)
+#: the real valid split, every batch of an epoch timed (14 batches of 256)
+REAL = dict(batch_size=256, corpus="ptb-valid", sample_batches="all", **MODEL)
+SPREAD = (-1.0, -0.5, 0.0, 0.5, 1.0)
 
 
-def _points(kernels=claim.KERNELS, kind: str = "cpu"):
-    """The full (not quick) grid at the small SIZES, the other parameters at the claim's defaults for `kind`."""
-    return claim.grid(kind=kind, quick=False, **claim.CLAIM.parameters(kind, **SIZES, kernels=list(kernels)))
+def _points(sizes: dict, kernels=claim.KERNELS, kind: str = "cpu"):
+    """The full (not quick) grid at `sizes`, the other parameters at the claim's defaults for `kind`."""
+    return claim.grid(kind=kind, quick=False, **claim.CLAIM.parameters(kind, **sizes, kernels=list(kernels)))
 
 
-def _store(root, fp, per_batch_s: dict[tuple[str, str], float], spread: float = 0.01):
-    """One stored row per (kernel, plan): every timed call takes per-batch seconds x the sampled batches."""
+def _store(root, fp, per_batch_s: dict[tuple[str, str], float], sizes: dict = SYNTHETIC, spread: float = 0.01):
+    """One stored row per (kernel, plan): every timed call takes per-batch seconds x the batches it trains."""
     device = torch.device(fp.device_kind)
     rows = []
-    for point in _points():
+    for point in _points(sizes):
         key = (point.kernel, point.config["plan"])
         if key not in per_batch_s:
             continue
         call = per_batch_s[key] * point.config["sample_batches"]
-        samples = tuple(call * (1 + spread * d) for d in (-1.0, -0.5, 0.0, 0.5, 1.0))
+        samples = tuple(call * (1 + spread * d) for d in SPREAD)
         outcome = sweep.PointResult(measurement=Measurement(samples=samples, warmup=1, threads=2, sync="none"))
         rows.append(sweep.make_row(claim.NAME, point, device, fp, outcome=outcome))
     results.append(claim.NAME, fp.hardware_id, rows, root)
 
 
-def _headline(global_s: float, auto_s: float, per_batch_s: float = 0.5, kernel: str = claim.HEADLINE):
-    times = {claim.NO_BUCKETING: global_s, claim.PER_BATCH: per_batch_s, "static_buckets": 0.4, claim.AUTO: auto_s}
+def _epochs(global_s: float, auto_s: float, per_batch_s: float = 0.5, kernel: str = claim.HEADLINE):
+    """Per-batch seconds of every plan for `kernel`: no bucketing, per-batch padding and auto buckets as given."""
+    times = {plan: 0.4 for plan in claim.PLAN_NAMES}
+    times.update({claim.NO_BUCKETING: global_s, claim.PER_BATCH: per_batch_s, claim.AUTO: auto_s})
     return {(kernel, plan): t for plan, t in times.items()}
 
 
-def test_worked_example_is_an_exact_check():
-    assert claim.worked_example_verdict().outcome == Outcome.REPRODUCED
-    wrong = {**data.worked_example(), "padded": 31}
-    assert claim.worked_example_verdict(wrong).outcome == Outcome.NOT_REPRODUCED
-    assert list(claim.worked_example_table().steps) == [22, 30, 24]
+def _real_plans():
+    return data.plans(REAL["corpus"], REAL["batch_size"])
 
 
-@pytest.mark.parametrize(("auto_s", "expected"), [(0.3, Outcome.REPRODUCED), (0.5, Outcome.PARTLY),
-                                                  (0.8, Outcome.NOT_REPRODUCED)])
-def test_verdict_bands_on_the_headline_speedup(tmp_path, auto_s, expected):
-    # per-batch times; the plans have nearly the same number of batches, so the epoch ratio is ~1.0 / auto_s
-    _store(tmp_path, CPU, _headline(1.0, auto_s))
+def _speedup_for(ratio: float) -> float:
+    """The auto buckets' per-batch seconds that make their epoch `ratio` x faster than no bucketing (at 1 s)."""
+    plan_set = _real_plans()
+    return plan_set[claim.NO_BUCKETING].n_batches / plan_set[claim.AUTO].n_batches / ratio
+
+
+def _verdict(tmp_path, per_batch_s, sizes=REAL, spread=0.01):
+    _store(tmp_path, CPU, per_batch_s, sizes, spread)
     (verdict,) = claim.verdicts(results.load(claim.NAME, tmp_path))
-    assert verdict.hardware_id == CPU.hardware_id
-    assert verdict.outcome == expected
-    plan_set = data.plans(SIZES["corpus_size"], SIZES["batch_size"])
-    scale = plan_set[claim.NO_BUCKETING].n_batches / plan_set[claim.AUTO].n_batches
-    assert verdict.ours == pytest.approx(scale / auto_s, rel=1e-9)
-    assert "over per-batch padding" in verdict.ours_text
+    return verdict
+
+
+# --- the worked example: a check, not a verdict -----------------------------------------------------------
+
+def test_worked_example_is_an_exact_check_not_a_verdict(tmp_path):
+    table = claim.worked_example_table()
+    assert list(table.steps) == list(table.slides) == [22, 30, 24] and table.matches.all()
+    assert claim.worked_example_matches()
+    assert not claim.worked_example_matches({**data.worked_example(), "padded": 31})
+    _store(tmp_path, CPU, _epochs(1.0, _speedup_for(3.3)), REAL)
+    assert [v.statement for v in claim.verdicts(results.load(claim.NAME, tmp_path))] == [claim.STATEMENT]
+
+
+# --- the verdict ------------------------------------------------------------------------------------------
+
+@pytest.mark.parametrize(("speedup", "spread", "expected"), [
+    (3.3, 0.01, Outcome.REPRODUCED), (6.0, 0.01, Outcome.EXCEEDS), (2.0, 0.01, Outcome.PARTLY),
+    (1.2, 0.01, Outcome.NOT_REPRODUCED),
+    (2.5, 0.05, Outcome.INCONCLUSIVE),  # the interval straddles the 2.5x edge
+])
+def test_verdict_bands_on_the_whole_epoch_speedup(tmp_path, speedup, spread, expected):
+    verdict = _verdict(tmp_path, _epochs(1.0, _speedup_for(speedup)), spread=spread)
+    assert verdict.hardware_id == CPU.hardware_id and verdict.outcome == expected
+    assert verdict.ours == pytest.approx(speedup, rel=1e-9)
+    assert verdict.low <= verdict.ours <= verdict.high
+    assert "whole epochs" in verdict.ours_text and "Penn Treebank valid" in verdict.ours_text
+    assert "over per-batch padding" in verdict.ours_text and "time / work" in verdict.ours_text
+
+
+@pytest.mark.parametrize("sizes", [SYNTHETIC, {**REAL, "sample_batches": 3}], ids=["synthetic", "sampled"])
+def test_a_sampled_or_synthetic_epoch_decides_nothing_but_says_what_it_found(tmp_path, sizes):
+    verdict = _verdict(tmp_path, _epochs(1.0, 0.3), sizes)
+    assert verdict.outcome == Outcome.NOT_MEASURED and verdict.ours is None
+    assert "no whole-epoch timing on the real Penn Treebank lengths" in verdict.ours_text
+    assert "sampling error is not in it" in verdict.ours_text and "sampled batches per epoch" in verdict.ours_text
+
+
+def test_the_real_whole_epoch_setting_decides_beside_a_stored_synthetic_one(tmp_path):
+    _store(tmp_path, CPU, _epochs(1.0, 0.9), SYNTHETIC)  # would be "not reproduced"
+    verdict = _verdict(tmp_path, _epochs(1.0, _speedup_for(3.3)))
+    assert verdict.outcome == Outcome.REPRODUCED and verdict.ours == pytest.approx(3.3)
+    epochs = claim.largest_settings(claim.epoch_times(results.load(claim.NAME, tmp_path)))
+    assert set(epochs.timed) == {"whole epochs"} and epochs.real_corpus.all()
 
 
 def test_only_the_headline_kernel_decides(tmp_path):
     # packed and masked look spectacular, torch.padded is missing: the set is not measured, not reproduced
-    _store(tmp_path, GPU, {**_headline(1.0, 0.1, kernel="torch.packed"), **_headline(1.0, 0.1, kernel="keras.masked")})
-    (verdict,) = claim.verdicts(results.load(claim.NAME, tmp_path))
+    times = {**_epochs(1.0, 0.1, kernel="torch.packed"), **_epochs(1.0, 0.1, kernel="keras.masked")}
+    verdict = _verdict(tmp_path, times)
     assert verdict.outcome == Outcome.NOT_MEASURED and verdict.ours is None
 
 
 def test_missing_baseline_is_not_measured(tmp_path):
-    times = _headline(1.0, 0.2)
+    times = _epochs(1.0, 0.2)
     del times[(claim.HEADLINE, claim.NO_BUCKETING)]
-    _store(tmp_path, CPU, times)
-    (verdict,) = claim.verdicts(results.load(claim.NAME, tmp_path))
-    assert verdict.outcome == Outcome.NOT_MEASURED
+    assert _verdict(tmp_path, times).outcome == Outcome.NOT_MEASURED
 
 
 def test_hardware_sets_get_their_own_verdicts(tmp_path):
-    _store(tmp_path, CPU, _headline(1.0, 0.9))
-    _store(tmp_path, GPU, _headline(1.0, 0.25))
+    _store(tmp_path, CPU, _epochs(1.0, _speedup_for(1.2)), REAL)
+    _store(tmp_path, GPU, _epochs(1.0, _speedup_for(3.3)), REAL)
     got = {v.hardware_id: v.outcome for v in claim.verdicts(results.load(claim.NAME, tmp_path))}
     assert got == {CPU.hardware_id: Outcome.NOT_REPRODUCED, GPU.hardware_id: Outcome.REPRODUCED}
 
 
-def test_epoch_times_scale_the_sample_to_the_plan(tmp_path):
-    _points_by_plan = {p.config["plan"]: p for p in _points([claim.HEADLINE])}
-    _store(tmp_path, CPU, {(claim.HEADLINE, plan): 0.1 for plan in claim.PLAN_NAMES})
+# --- time follows padded work -------------------------------------------------------------------------------
+
+@pytest.mark.parametrize(("tracking", "spread", "expected"), [
+    (1.0, 0.01, Outcome.REPRODUCED), (0.65, 0.01, Outcome.PARTLY), (0.3, 0.01, Outcome.NOT_REPRODUCED),
+    (1.5, 0.01, Outcome.EXCEEDS), (0.8, 0.05, Outcome.INCONCLUSIVE),
+])
+def test_time_follows_padded_work_is_judged_on_its_interval(tmp_path, tracking, spread, expected):
+    plan_set = _real_plans()
+    work = plan_set[claim.NO_BUCKETING].padded_steps / plan_set[claim.AUTO].padded_steps
+    _store(tmp_path, CPU, _epochs(1.0, _speedup_for(work * tracking)), REAL, spread)
     frame = results.load(claim.NAME, tmp_path)
-    epochs = claim.epoch_times(frame).set_index("plan")
-    for plan, point in _points_by_plan.items():
-        assert epochs.epoch_s[plan] == pytest.approx(0.1 * point.config["epoch_batches"])
+    (judged,) = claim.tracking_verdicts(frame)
+    assert judged.statement == claim.TRACKING_STATEMENT and judged.outcome == expected
+    assert judged.ours == pytest.approx(tracking, rel=1e-9) and judged.low <= judged.ours <= judged.high
+    (verdict,) = claim.verdicts(frame)
+    assert judged.ours == pytest.approx(verdict.ours / work) and judged.low == pytest.approx(verdict.low / work)
+
+
+def test_speedups_cover_every_plan_over_both_baselines(tmp_path):
+    _store(tmp_path, CPU, {(claim.HEADLINE, plan): 0.1 for plan in claim.PLAN_NAMES}, REAL)
+    gains = claim.speedups(results.load(claim.NAME, tmp_path))
+    for baseline in claim.BASELINES:
+        assert set(gains[gains.baseline == baseline].plan) == set(claim.PLAN_NAMES) - {baseline}
+    plan_set = _real_plans()
+    for row in gains.itertuples():
+        base, plan = plan_set[row.baseline], plan_set[row.plan]
+        assert row.ratio == pytest.approx(base.n_batches / plan.n_batches)  # equal per-batch times
+        assert row.work_ratio == pytest.approx(base.padded_steps / plan.padded_steps)
+        assert row.tracking == pytest.approx(row.ratio / row.work_ratio)
+        assert row.ratio_lo <= row.ratio <= row.ratio_hi and not row.paired  # the injected rows share no rounds
+    summary = claim.speedup_summary(gains)
+    assert {f"{w} over {b}" for b in claim.BASELINES for w in ("speed-up", "work", "time / work")} <= set(summary)
+
+
+# --- epoch times and the timing sample -----------------------------------------------------------------------
+
+def test_epoch_times_scale_a_sample_to_the_plan(tmp_path):
+    points = {p.config["plan"]: p for p in _points(SYNTHETIC, [claim.HEADLINE])}
+    _store(tmp_path, CPU, {(claim.HEADLINE, plan): 0.1 for plan in claim.PLAN_NAMES})
+    epochs = claim.epoch_times(results.load(claim.NAME, tmp_path)).set_index("plan")
+    for plan, point in points.items():
+        config = point.config
+        assert epochs.epoch_s[plan] == pytest.approx(0.1 * config["epoch_batches"])
+        assert epochs.epoch_lo_s[plan] <= epochs.epoch_s[plan] <= epochs.epoch_hi_s[plan]
         assert epochs.ms_per_batch[plan] == pytest.approx(100.0)
-    gains = claim.speedups(frame)
-    row = gains[(gains.plan == claim.AUTO) & (gains.baseline == claim.NO_BUCKETING)].iloc[0]
-    assert row.work_ratio == pytest.approx(_points_by_plan[claim.NO_BUCKETING].config["epoch_padded_steps"]
-                                           / _points_by_plan[claim.AUTO].config["epoch_padded_steps"])
-    assert row.ratio_lo <= row.ratio <= row.ratio_hi
+        assert epochs.sample_work_error[plan] == pytest.approx(
+            config["sample_padded_steps"] * config["epoch_batches"] / config["sample_batches"]
+            / config["epoch_padded_steps"] - 1)
+    assert set(epochs.timed) == {"3 sampled batches per epoch"}
+    assert set(epochs.corpus) == {"synthetic PTB-like, 400 sentences"}
 
 
 def test_timing_sample_is_a_stratified_subplan():
@@ -111,8 +195,7 @@ def test_timing_sample_is_a_stratified_subplan():
     # each sampled batch stands for an eighth of the plan: the estimate of the padded work is close
     estimate = sample.padded_steps * plan.n_batches / sample.n_batches
     assert estimate == pytest.approx(plan.padded_steps, rel=0.1)
-    whole = data.timing_sample(plan, plan.n_batches + 5)
-    assert whole.n_batches == plan.n_batches and whole.padded_steps == plan.padded_steps
+    assert data.timing_sample(plan, plan.n_batches) is plan and data.timing_sample(plan, plan.n_batches + 5) is plan
 
 
 def test_global_max_keeps_its_width_in_the_sample():
@@ -121,38 +204,48 @@ def test_global_max_keeps_its_width_in_the_sample():
     assert set(sample.widths) == {int(max(plan.lengths))}
 
 
-def test_grid_covers_every_plan_and_kernel():
-    points = _points()
-    assert len(points) == len(claim.PLAN_NAMES) * len(claim.KERNELS)
-    assert {p.phase for p in points} == {"train"}
-    plan_set = data.plans(SIZES["corpus_size"], SIZES["batch_size"])
+# --- the grid and its parameters ------------------------------------------------------------------------------
+
+@pytest.mark.parametrize("sizes", [SYNTHETIC, REAL], ids=["synthetic", "real"])
+def test_grid_covers_every_plan_and_kernel(sizes):
+    points = _points(sizes)
+    assert len(points) == len(data.PLANS) * len(claim.KERNELS)
+    assert {p.phase for p in points} == {"train"} and {p.shape.layers for p in points} == {1}
+    plan_set = data.plans(sizes["corpus"], sizes["batch_size"])
+    assert {p.shape.timesteps for p in points} == {max(plan_set[claim.NO_BUCKETING].lengths)}
     for point in points:
-        assert point.config["epoch_batches"] == plan_set[point.config["plan"]].n_batches
-        assert point.shape.layers == 1
+        plan = plan_set[point.config["plan"]]
+        assert point.config["epoch_batches"] == plan.n_batches
+        assert point.config["epoch_padded_steps"] == plan.padded_steps
+        assert point.config["corpus"] == sizes["corpus"]
+    if sizes["sample_batches"] == claim.WHOLE_EPOCH:
+        assert all(p.config["sample_batches"] == p.config["epoch_batches"] for p in points)
+        assert all(data.sample_for(dict(p.config)) is plan_set[p.config["plan"]] for p in points)
 
 
-def test_default_layers_by_device_kind():
-    assert claim.CLAIM.defaults["cuda"]["layers"] == claim.SEED_LAYERS
-    assert claim.CLAIM.defaults["cpu"]["layers"] == 2
-    # the depth is the only default that differs between the device kinds
-    assert {k: v for k, v in claim.CLAIM.defaults["cuda"].items() if k != "layers"} == \
-        {k: v for k, v in claim.CLAIM.defaults["cpu"].items() if k != "layers"}
-    small = dict(batch_size=32, corpus_size=100, sample_batches=4, hidden=64, features=8)
-    assert {p.shape.layers for p in claim.CLAIM.points("cuda", **small)} == {claim.SEED_LAYERS}
-    assert {p.shape.layers for p in claim.CLAIM.points("cpu", **small)} == {2}
-    assert {p.shape.layers for p in claim.CLAIM.points("cuda", **small, layers=3)} == {3}
-    # quick shrinks every size to a smoke run, the depth to one layer
-    quick = claim.CLAIM.points("cpu", quick=True, **small)
-    assert {p.shape.layers for p in quick} == {1}
-    assert {p.shape.batch for p in quick} == {8} and {p.shape.hidden for p in quick} == {32}
-    assert {p.config["sample_batches"] for p in quick} <= {1, 2}
+def test_default_grids_by_device_kind():
+    cpu, cuda = claim.CLAIM.defaults["cpu"], claim.CLAIM.defaults["cuda"]
+    assert (cuda["layers"], cuda["corpus"]) == (claim.SEED_LAYERS, "ptb-valid+test")
+    assert (cpu["layers"], cpu["corpus"]) == (2, "ptb-valid")  # whole epochs of both splits: too long on 2 cores
+    assert cpu["sample_batches"] == cuda["sample_batches"] == claim.WHOLE_EPOCH
+    # the depth and the corpus are the only defaults that differ between the device kinds
+    assert {k: v for k, v in cuda.items() if k not in ("layers", "corpus")} == \
+        {k: v for k, v in cpu.items() if k not in ("layers", "corpus")}
+    assert {p.shape.layers for p in claim.CLAIM.points("cuda", **{**REAL, "layers": 3})} == {3}
+    # quick shrinks every size to a smoke run: a sample of 2 batches of a one-layer model, the real corpus kept
+    quick = claim.CLAIM.points("cpu", quick=True)
+    assert {p.shape.layers for p in quick} == {1} and {p.shape.batch for p in quick} == {8}
+    assert {p.config["sample_batches"] for p in quick} == {2} and {p.config["corpus"] for p in quick} == {"ptb-valid"}
+    assert {p.config["corpus"] for p in claim.CLAIM.points("cpu", quick=True, corpus=42068)} == {2000}
 
 
 @pytest.mark.parametrize("bad", [dict(kernels=["torch.fused"]), dict(layers=-1), dict(layers=True),
-                                 dict(layers=0),  # no "0: the device's default" sentinel any more
+                                 dict(layers=0), dict(corpus="ptb-train"), dict(corpus=0), dict(corpus=True),
+                                 dict(sample_batches="some"), dict(sample_batches=0),
                                  dict(static_boundaries=[20, 10]), dict(static_boundaries=[]),
                                  dict(static_pad_to="bucket"),
-                                 dict(boundaries=[10, 20])])  # an unknown name (the old grid's) is refused too
+                                 dict(corpus_size=100),  # the old grid's name for a synthetic corpus is refused
+                                 dict(boundaries=[10, 20])])
 def test_bad_parameters_name_themselves(bad):
     name = next(iter(bad))
     with pytest.raises(ParameterError, match=f"'{name}'"):
@@ -160,19 +253,57 @@ def test_bad_parameters_name_themselves(bad):
 
 
 def test_good_parameters_pass_and_override_the_defaults():
-    params = claim.CLAIM.parameters("cpu", static_boundaries=[10, 20], static_pad_to="boundary", layers=3)
-    assert params["static_boundaries"] == [10, 20] and params["layers"] == 3
+    params = claim.CLAIM.parameters("cpu", static_boundaries=[10, 20], static_pad_to="boundary", layers=3,
+                                    corpus=5000, sample_batches=4)
+    assert params["static_boundaries"] == [10, 20] and params["layers"] == 3 and params["corpus"] == 5000
     assert params["kernels"] == list(claim.KERNELS)
     static = [p for p in claim.grid(kind="cpu", quick=True, **params) if p.config["plan"] == "static_buckets"]
     assert static and all(p.config["boundaries"] == [10, 20] for p in static)
 
 
+def test_waste_table_has_every_plan_and_both_work_ratios():
+    table = claim.waste_table(_real_plans()).set_index("plan")
+    assert list(table.index) == list(data.PLANS) and table.how.str.len().min() > 0
+    assert table[f"work_ratio_vs_{claim.NO_BUCKETING}"][claim.NO_BUCKETING] == 1.0
+    assert table[f"work_ratio_vs_{claim.PER_BATCH}"][claim.AUTO] > 1.5
+    corpora = claim.corpus_table(["ptb-valid+test", 1000]).set_index("corpus")
+    assert list(corpora.sentences) == [7131, 1000] and corpora.tokens.iloc[0] == 149059
+
+
+# --- real measurements at tiny sizes ---------------------------------------------------------------------------
+
 @pytest.mark.parametrize("kernel", ["torch.padded", "torch.packed"])
 def test_torch_steps_train_and_report_their_kernel(kernel):
-    point = next(p for p in _points([kernel]) if p.config["plan"] == claim.PER_BATCH)
+    point = next(p for p in _points(SYNTHETIC, [kernel]) if p.config["plan"] == claim.PER_BATCH)
     outcome = measure_one(point)
     assert outcome.measurement.n >= 1 and outcome.measurement.median > 0
     onednn = torch.backends.mkldnn.is_available()
     expected = {"torch.padded": "onednn", "torch.packed": "aten-loop"}[kernel] if onednn else "aten-loop"
     assert outcome.observed.kernel == expected
     assert outcome.flops and np.isfinite(outcome.flops)
+
+
+def test_a_quick_measurement_stores_every_plan_and_decides_nothing(tmp_path):
+    """`lstmstudy measure --claims 05 --device cpu --quick`, its torch kernels: a smoke run of the real corpus."""
+    kernels = ["torch.padded", "torch.packed"]
+    (report,) = claim.CLAIM.run("cpu", quick=True, root=tmp_path, progress=False, kernels=kernels)
+    assert (report.measured, report.errors) == (len(data.PLANS) * 2, 0)
+    frame = results.load(claim.NAME, tmp_path)
+    epochs = claim.epoch_times(frame)
+    assert set(epochs.plan) == set(data.PLANS) and set(epochs.timed) == {"2 sampled batches per epoch"}
+    (verdict,) = claim.verdicts(frame)
+    assert verdict.outcome == Outcome.NOT_MEASURED and "no whole-epoch timing" in verdict.ours_text
+
+
+def test_whole_epochs_measured_for_real_are_paired_and_decide(tmp_path):
+    """Every batch of the valid split (7 batches of 512) with a tiny model, one call per round: the verdict's path."""
+    points = claim.grid(kind="cpu", quick=False, **claim.CLAIM.parameters(
+        "cpu", kernels=[claim.HEADLINE], batch_size=512, layers=1, hidden=4, features=2))
+    one_call = replace(QUICK, burst_warmup=0, burst_min_samples=1)
+    sweep.run(claim.NAME, points, kernels.prepare, one_call, device="cpu", root=tmp_path, progress=False)
+    frame = results.load(claim.NAME, tmp_path)
+    gains = claim.speedups(frame)
+    assert len(gains) == 2 * (len(data.PLANS) - 1) and gains.paired.all()  # one group: timed in the same rounds
+    assert set(claim.epoch_times(frame).timed) == {"whole epochs"}
+    (verdict,) = claim.verdicts(frame)
+    assert verdict.outcome != Outcome.NOT_MEASURED and verdict.low <= verdict.ours <= verdict.high

@@ -67,7 +67,18 @@ def test_crossover_inside_the_grid_is_reproduced_with_its_uncertainty(tmp_path):
 
 def test_only_one_end_holding_is_partly(tmp_path):
     store(tmp_path, CPU, CPU_MS)
+    store(tmp_path, GPU, {1: 6.0, 8: 9.0, 64: 30.0, 512: 120.0})  # the CPU faster at every batch size
+    assert only(claim.verdicts(results.load(claim.NAME, tmp_path))).outcome == Outcome.PARTLY
+
+
+def test_an_undecided_end_makes_it_inconclusive(tmp_path):
+    store(tmp_path, CPU, CPU_MS)
     store(tmp_path, GPU, {1: 6.0, 8: 9.0, 64: 30.0, 512: 80.0})  # CPU faster, then a tie at the largest batch
+    data = results.load(claim.NAME, tmp_path)
+    assert claim.crossovers(data).iloc[0].outcome == Outcome.INCONCLUSIVE.value
+    assert only(claim.verdicts(data)).outcome == Outcome.INCONCLUSIVE
+    store(tmp_path, CPU, CPU_MS, kernel="torch.bilstm_imdb")  # a model that fails outright: partly, whatever
+    store(tmp_path, GPU, {1: 1.0, 8: 1.0, 64: 1.0, 512: 2.0}, kernel="torch.bilstm_imdb")  # the tie turns out
     assert only(claim.verdicts(results.load(claim.NAME, tmp_path))).outcome == Outcome.PARTLY
 
 

@@ -1,10 +1,12 @@
-"""Claim 6 (energy): the arithmetic, the verdict's bands and the page's figures on synthetic GPU result
-sets, the energy window against a fake NVML monitor, and the CPU run that stores only skipped rows."""
+"""Claim 6 (energy): energy above idle from repeated windows, the proportionality rule and its outcomes on
+synthetic GPU result sets, rows of the old single-window method, the windows against a fake NVML monitor,
+and the CPU run that stores only skipped rows."""
 
 from __future__ import annotations
 
 import re
 import time
+from collections.abc import Sequence
 from contextlib import contextmanager
 from pathlib import Path
 
@@ -13,14 +15,16 @@ import matplotlib
 matplotlib.use("Agg")
 
 import matplotlib.pyplot as plt  # noqa: E402
+import numpy as np  # noqa: E402
 import pytest  # noqa: E402
 import torch  # noqa: E402
+from matplotlib.collections import PolyCollection  # noqa: E402
 
 from lstmstudy import hardware, nvml, plots, results, sweep  # noqa: E402
 from lstmstudy.claims import Outcome  # noqa: E402
 from lstmstudy.claims import energy as claim  # noqa: E402
 from lstmstudy.errors import ParameterError, Skip  # noqa: E402
-from lstmstudy.nvml import GpuMeasurement, WindowResult, nvml_available  # noqa: E402
+from lstmstudy.nvml import ENERGY_COUNTER_PERIOD_S, GpuMeasurement, WindowResult, nvml_available  # noqa: E402
 from lstmstudy.observe import Observation  # noqa: E402
 from lstmstudy.shapes import LSTMShape  # noqa: E402
 from lstmstudy.timing import Measurement  # noqa: E402
@@ -31,38 +35,80 @@ CPU = hardware.Fingerprint(device_kind="cpu", cpu_model="Fake Xeon", cpu_flags=[
                            ram_gb=8.0)
 SMALL = LSTMShape(batch=10, timesteps=32, features=128, hidden=128)
 LARGE = LSTMShape(batch=50, timesteps=128, features=512, hidden=1024)
+SEED = 7  # the round seed a group's rows share
 
 
-def gpu_row(kernel: str, shape: LSTMShape, *, energy_j: float, step_s: float = 0.02, reps: int = 100,
-            precision: str = "fp32", phase: str = "inference", fp=GPU) -> dict:
-    point = sweep.Point(kernel, shape, precision=precision, phase=phase, config={"window_s": 0.5})
+def per_window(value: float | Sequence[float], windows: int) -> list[float]:
+    return [float(value)] * windows if np.isscalar(value) else [float(v) for v in value]
+
+
+def kernel_row(kernel: str, shape: LSTMShape, *, watts: float | Sequence[float], step_s: float = 0.02,
+               steps: int = 100, windows: int = 5, precision: str = "fp32", phase: str = "inference",
+               seed: int | None = SEED, fp=GPU) -> dict:
+    """A kernel row as the repeated-window method stores it: `windows` windows of `steps` steps of `step_s`,
+    drawing `watts` in total (one value, or one per window)."""
+    point = sweep.Point(kernel, shape, precision=precision, phase=phase, config={"window_s": 1.0})
+    durations = [steps * step_s] * windows
+    energies = [w * d for w, d in zip(per_window(watts, windows), durations)]
+    m = Measurement(samples=(step_s,) * (steps * windows), warmup=1, threads=1, sync="cuda-events",
+                    round_sizes=(steps,) * windows, seed=seed)
+    observed = Observation("cudnn", {"energy_source": "counter", "window_energy_j": energies,
+                                     "window_duration_s": durations})
+    return sweep.make_row(claim.NAME, point, torch.device("cuda", 0), fp,
+                          outcome=sweep.PointResult(measurement=m, energy_j=sum(energies), observed=observed))
+
+
+def idle_row(watts: float | Sequence[float], shape: LSTMShape, *, phase: str = "inference", windows: int = 5,
+             seconds: float = 1.0, seed: int | None = SEED, fp=GPU) -> dict:
+    """A group's idle row: `windows` empty windows of `seconds`, drawing `watts` (one value, or one per window)."""
+    point = sweep.Point(claim.IDLE_KERNEL, shape, phase=phase, config={"idle_s": seconds})
+    energies = [w * seconds for w in per_window(watts, windows)]
+    m = Measurement(samples=(seconds,) * windows, warmup=0, threads=1, sync="none", round_sizes=(1,) * windows,
+                    seed=seed)
+    observed = Observation("none", {"energy_source": "counter", "window_energy_j": energies,
+                                    "window_duration_s": [seconds] * windows})
+    return sweep.make_row(claim.NAME, point, torch.device("cuda", 0), fp,
+                          outcome=sweep.PointResult(measurement=m, energy_j=sum(energies), observed=observed))
+
+
+def old_kernel_row(kernel: str, shape: LSTMShape, *, energy_j: float, step_s: float = 0.02, reps: int = 100) -> dict:
+    """A row of the old method: one 0.5 s-target window, its steps as one burst, its total energy."""
+    point = sweep.Point(kernel, shape, config={"window_s": 0.5})
     m = Measurement(samples=(step_s,) * reps, warmup=0, threads=1, sync="synchronize")
-    return sweep.make_row(claim.NAME, point, torch.device("cuda", 0), fp,
+    return sweep.make_row(claim.NAME, point, torch.device("cuda", 0), GPU,
                           outcome=sweep.PointResult(measurement=m, energy_j=energy_j,
-                                                observed=Observation("cudnn", {"energy_source": "counter"})))
+                                                    observed=Observation("cudnn", {"energy_source": "counter"})))
 
 
-def idle_row(watts: float, seconds: float = 1.0, fp=GPU) -> dict:
-    point = sweep.Point(claim.IDLE_KERNEL, claim.IDLE_SHAPE, config={"idle_s": seconds})
+def old_idle_row(watts: float, seconds: float = 1.0) -> dict:
+    """The old method's one idle window per hardware set, stored at a placeholder shape."""
+    point = sweep.Point(claim.IDLE_KERNEL, LSTMShape(batch=1, timesteps=1, features=1, hidden=1),
+                        config={"idle_s": seconds})
     m = Measurement(samples=(seconds,), warmup=0, threads=1, sync="none")
-    return sweep.make_row(claim.NAME, point, torch.device("cuda", 0), fp,
+    return sweep.make_row(claim.NAME, point, torch.device("cuda", 0), GPU,
                           outcome=sweep.PointResult(measurement=m, energy_j=watts * seconds,
-                                                    observed=Observation("none")))
+                                                    observed=Observation("none", {"energy_source": "counter"})))
 
 
-def gpu_set(factor: float, root: Path, *, fp=GPU) -> None:
-    """A GPU set where every fallback takes `factor` x the fused kernel's time and energy per sequence."""
-    rows = [idle_row(10.0, fp=fp)]
+IDLE_W, FUSED_W = 50.0, 150.0  # the fused kernel draws 100 W above idle
+
+
+def gpu_set(root: Path, *, time_factor: float = 3.0, power_factor: float | Sequence[float] = 1.0,
+            precisions: Sequence[str] = ("fp32", "fp16"), fp=GPU) -> None:
+    """A GPU set where every fallback takes `time_factor` x the fused kernel's time per step and draws
+    `power_factor` x its power above idle (per window, if a list): S = `power_factor`."""
+    rows = []
     for shape in (SMALL, LARGE):
         for phase in ("inference", "train"):
-            for precision, amp in (("fp32", 1.0), ("fp16", 0.8)):
+            rows.append(idle_row(IDLE_W, shape, phase=phase, fp=fp))
+            for precision in precisions:
                 for fused, fallbacks in (("torch.fused", ["torch.native", "torch.cell_loop"]),
                                          ("keras.cudnn_auto", ["keras.relu", "keras.recurrent_dropout"])):
-                    rows.append(gpu_row(fused, shape, energy_j=50.0 * amp, step_s=0.02 * amp, precision=precision,
-                                        phase=phase, fp=fp))
-                    for k in fallbacks:  # same repetitions, so the window's energy ratio is the per-sequence one
-                        rows.append(gpu_row(k, shape, energy_j=50.0 * amp * factor, step_s=0.02 * amp * factor,
-                                            precision=precision, phase=phase, fp=fp))
+                    rows.append(kernel_row(fused, shape, watts=FUSED_W, precision=precision, phase=phase, fp=fp))
+                    above = np.asarray(per_window(power_factor, 5)) * (FUSED_W - IDLE_W)
+                    for k in fallbacks:
+                        rows.append(kernel_row(k, shape, watts=list(IDLE_W + above), step_s=0.02 * time_factor,
+                                               precision=precision, phase=phase, fp=fp))
     results.append(claim.NAME, fp.hardware_id, rows, root)
 
 
@@ -73,81 +119,157 @@ def cpu_skipped_set(root: Path) -> None:
     results.append(claim.NAME, CPU.hardware_id, rows, root)
 
 
-# --- the arithmetic ---------------------------------------------------------------------------------
+# --- energy above idle, from the per-window numbers ----------------------------------------------
 
-def test_joules_per_sequence_total_and_above_idle(tmp_path):
-    # 100 steps of batch 10 = 1,000 sequences in a 2 s window that cost 50 J; idle draws 10 W
-    results.append(claim.NAME, GPU.hardware_id, [idle_row(10.0), gpu_row("torch.fused", SMALL, energy_j=50.0)],
-                   tmp_path)
-    table = claim.energy_table(results.load(claim.NAME, tmp_path))
-    assert len(table) == 1
-    row = table.iloc[0]
-    assert row.sequences == 1000 and row.repetitions == 100
+def test_energy_above_idle_pairs_each_window_with_the_idle_window_of_its_round(tmp_path):
+    # 100 steps of batch 10 = 1,000 sequences per 2 s window; idle drifts 9-11 W and the kernel with it
+    idle, kernel = [9.0, 10.0, 11.0, 10.0, 10.0], [24.0, 25.0, 26.0, 25.0, 25.0]
+    results.append(claim.NAME, GPU.hardware_id, [idle_row(idle, SMALL), kernel_row("torch.fused", SMALL,
+                                                                                   watts=kernel)], tmp_path)
+    data = results.load(claim.NAME, tmp_path)
+    (row,) = claim.energy_table(data).itertuples()
+    assert row.method == claim.REPEATED and row.windows == 5 and row.sequences == 5 * 1000
     assert row.window_s == pytest.approx(2.0) and row.mean_power_w == pytest.approx(25.0)
-    assert row.j_per_seq == pytest.approx(0.05) and row.seq_per_j == pytest.approx(20.0)
-    assert row.j_per_1k_seq == pytest.approx(50.0)
-    assert row.idle_power_w == pytest.approx(10.0) and row.above_idle_j == pytest.approx(30.0)
-    assert row.above_idle_j_per_1k_seq == pytest.approx(30.0)
-    assert row.above_idle_seq_per_j == pytest.approx(1000 / 30)
-    assert claim.idle_table(results.load(claim.NAME, tmp_path)).idle_power_w.tolist() == pytest.approx([10.0])
+    assert row.idle_power_w == pytest.approx(10.0)
+    # total: 48-52 J per window over 1,000 sequences; above idle: exactly 30 J in every window, since each
+    # window is charged the idle power of its own round (the drift cancels)
+    assert (row.j_per_1k_seq, row.j_per_1k_seq_lo, row.j_per_1k_seq_hi) == pytest.approx((50.0, 48.0, 52.0))
+    assert (row.above_idle_j_per_1k_seq, row.above_idle_j_per_1k_seq_lo,
+            row.above_idle_j_per_1k_seq_hi) == pytest.approx((30.0, 30.0, 30.0))
+    assert row.seq_per_j == pytest.approx(20.0) and row.above_idle_seq_per_j == pytest.approx(1000 / 30)
+    assert list(row.w_above_power_w) == pytest.approx([15.0] * 5)
+    (idle_summary,) = claim.idle_table(data).itertuples()
+    assert idle_summary.windows == 5 and idle_summary.idle_power_w == pytest.approx(10.0)
+    assert (idle_summary.idle_power_w_lo, idle_summary.idle_power_w_hi) == pytest.approx((9.0, 11.0))
 
 
-def test_ratios_pair_fallbacks_with_their_fused_kernel_and_amp_with_fp32(tmp_path):
-    gpu_set(3.0, tmp_path)
+def test_without_the_same_rounds_the_median_idle_power_is_charged(tmp_path):
+    idle = idle_row([9.0, 10.0, 11.0, 10.0, 10.0], SMALL, seed=1)  # another sweep's rounds
+    kernel = kernel_row("torch.fused", SMALL, watts=[24.0, 25.0, 26.0, 25.0, 25.0])
+    results.append(claim.NAME, GPU.hardware_id, [idle, kernel], tmp_path)
+    (row,) = claim.energy_table(results.load(claim.NAME, tmp_path)).itertuples()
+    assert list(row.w_above_power_w) == pytest.approx([14.0, 15.0, 16.0, 15.0, 15.0])
+
+
+def test_the_ratios_and_their_intervals_come_window_by_window(tmp_path):
+    gpu_set(tmp_path, time_factor=3.0, power_factor=[0.9, 1.0, 1.1, 1.2, 1.0])
     data = results.load(claim.NAME, tmp_path)
     ratios = claim.energy_ratios(data)
     assert set(zip(ratios.kernel, ratios.baseline)) == set(claim.PAIRS.items())
     assert len(ratios) == 4 * 2 * 2 * 2  # fallbacks x shapes x phases x precisions
-    assert ratios.energy_ratio.tolist() == pytest.approx([3.0] * len(ratios))
+    assert ratios.paired.all() and ratios.judged.all() and (ratios.windows == 5).all()
     assert ratios.time_ratio.tolist() == pytest.approx([3.0] * len(ratios))
-    # above idle: fused 50 J - 10 W x 2 s = 30 J; fallback 150 J - 10 W x 6 s = 90 J -> also 3x
-    fp32 = ratios[ratios.precision == "fp32"]
-    assert fp32.above_idle_ratio.tolist() == pytest.approx([3.0] * len(fp32))
+    # S per window is the power factor: its median, and with 5 windows the interval spans them
+    assert ratios.proportionality.tolist() == pytest.approx([1.0] * len(ratios))
+    assert ratios.proportionality_lo.tolist() == pytest.approx([0.9] * len(ratios))
+    assert ratios.proportionality_hi.tolist() == pytest.approx([1.2] * len(ratios))
+    # energy above idle per sequence = S x the time ratio, window by window
+    assert ratios.above_idle_ratio.tolist() == pytest.approx([3.0] * len(ratios))
+    assert all(len(r) == 1000 for r in ratios.replicates)
     amp = claim.amp_ratios(data)
-    assert len(amp) == 6 * 2 * 2 and amp.energy_ratio.tolist() == pytest.approx([0.8] * len(amp))
+    assert len(amp) == 6 * 2 * 2 and set(amp.baseline.str.endswith(" fp32")) == {True}
 
 
-# --- the verdict ----------------------------------------------------------------------------------
+# --- the rule -------------------------------------------------------------------------------------
 
-@pytest.mark.parametrize("factor, outcome", [(3.0, Outcome.REPRODUCED), (1.5, Outcome.PARTLY),
-                                             (1.1, Outcome.NOT_REPRODUCED)])
-def test_the_verdict_bands_the_energy_ratio(tmp_path, factor, outcome):
-    gpu_set(factor, tmp_path)
+@pytest.mark.parametrize("power_factor, outcome, reading", [
+    (1.0, Outcome.REPRODUCED, "proportional"),
+    (1.6, Outcome.NOT_REPRODUCED, "more than proportional"),
+    (0.5, Outcome.NOT_REPRODUCED, "less than proportional"),
+    ([1.0, 1.1, 1.2, 1.4, 1.5], Outcome.INCONCLUSIVE, "cannot tell whether proportional"),
+], ids=["holds", "more", "less", "straddles"])
+def test_the_rule_decides_on_the_interval_of_s(tmp_path, power_factor, outcome, reading):
+    gpu_set(tmp_path, time_factor=3.0, power_factor=power_factor)
     cpu_skipped_set(tmp_path)
     verdicts = {v.hardware_id: v for v in claim.verdicts(results.load(claim.NAME, tmp_path))}
     gpu = verdicts[GPU.hardware_id]
-    assert gpu.outcome == outcome and gpu.ours == pytest.approx(factor)
+    assert gpu.outcome == outcome and f": {reading};" in gpu.ours_text
+    assert gpu.low <= gpu.ours <= gpu.high
     assert "torch.native" in gpu.ours_text and "torch.cell_loop" not in gpu.ours_text  # not in the headline
+    assert "geometric mean of 24 configurations" in gpu.ours_text  # 3 headline pairs x 2 shapes x 2 phases x 2
     cpu = verdicts[CPU.hardware_id]
     assert cpu.outcome == Outcome.NOT_MEASURED and cpu.ours is None
     assert "NVML is not available" in cpu.ours_text
 
 
+def test_the_rule_names_its_regions_and_the_bands_match_them():
+    assert claim.BANDS.decide(0.85, 1.2) == Outcome.REPRODUCED
+    assert claim.BANDS.decide(1.3, 2.0) == claim.BANDS.decide(0.3, 0.7) == Outcome.NOT_REPRODUCED
+    assert claim.BANDS.decide(0.7, 0.9) == claim.BANDS.decide(1.1, 1.3) == Outcome.INCONCLUSIVE
+    for text in ("0.8 <= S < 1.25 (proportional)", "at or above 1.25 (more than proportional)",
+                 "below 0.8 (less than proportional)", "inconclusive if it straddles", "not measured where NVML"):
+        assert text in claim.RULE
+
+
 def test_the_headline_only_counts(tmp_path):
-    # cell_loop 10x but the headline fallbacks 1x: not reproduced
-    rows = [idle_row(10.0)]
-    for kernel, factor in (("torch.fused", 1.0), ("torch.native", 1.0), ("torch.cell_loop", 10.0)):
-        rows.append(gpu_row(kernel, SMALL, energy_j=50.0 * factor))
+    # cell_loop draws 3x the power above idle but the headline fallback draws the same: proportional
+    rows = [idle_row(IDLE_W, SMALL), kernel_row("torch.fused", SMALL, watts=FUSED_W),
+            kernel_row("torch.native", SMALL, watts=FUSED_W, step_s=0.06),
+            kernel_row("torch.cell_loop", SMALL, watts=IDLE_W + 300.0, step_s=0.06)]
     results.append(claim.NAME, GPU.hardware_id, rows, tmp_path)
     (verdict,) = claim.verdicts(results.load(claim.NAME, tmp_path))
-    assert verdict.outcome == Outcome.NOT_REPRODUCED and verdict.ours == pytest.approx(1.0)
+    assert verdict.outcome == Outcome.REPRODUCED and verdict.ours == pytest.approx(1.0)
+
+
+def test_a_window_at_idle_power_leaves_its_configuration_unjudged(tmp_path):
+    rows = [idle_row(IDLE_W, SMALL), kernel_row("torch.fused", SMALL, watts=FUSED_W),
+            kernel_row("torch.native", SMALL, watts=[IDLE_W, 150.0, 150.0, 150.0, 150.0], step_s=0.06),
+            idle_row(IDLE_W, LARGE), kernel_row("torch.fused", LARGE, watts=FUSED_W),
+            kernel_row("torch.native", LARGE, watts=FUSED_W, step_s=0.06)]
+    results.append(claim.NAME, GPU.hardware_id, rows, tmp_path)
+    (verdict,) = claim.verdicts(results.load(claim.NAME, tmp_path))
+    assert verdict.outcome == Outcome.REPRODUCED and "geometric mean of 1 configurations" in verdict.ours_text
+    assert "1 configuration(s) not judged: 1 no idle window, or a window that drew no more" in verdict.ours_text
 
 
 def test_a_gpu_set_without_energy_windows_is_not_measured(tmp_path):
-    row = gpu_row("torch.fused", SMALL, energy_j=50.0)
+    row = kernel_row("torch.fused", SMALL, watts=FUSED_W)
     row.update(status="error", error="RuntimeError: the energy counter did not increase", energy_j=None)
     results.append(claim.NAME, GPU.hardware_id, [row], tmp_path)
     (verdict,) = claim.verdicts(results.load(claim.NAME, tmp_path))
     assert verdict.outcome == Outcome.NOT_MEASURED and "did not increase" in verdict.ours_text
 
 
-# --- the energy window against a fake NVML monitor ----------------------------------------------
+# --- rows of the old single-window method -------------------------------------------------------
+
+def test_old_single_window_rows_are_read_shown_and_never_judged(tmp_path):
+    # one 2 s window of 100 steps at batch 10 that cost 50 J; the set's one idle window drew 10 W
+    rows = [old_idle_row(10.0), old_kernel_row("torch.fused", SMALL, energy_j=50.0),
+            old_kernel_row("torch.native", SMALL, energy_j=150.0, step_s=0.06)]
+    results.append(claim.NAME, GPU.hardware_id, rows, tmp_path)
+    data = results.load(claim.NAME, tmp_path)
+    table = claim.energy_table(data).set_index("kernel")
+    fused = table.loc["torch.fused"]
+    assert fused.method == claim.SINGLE_WINDOW and fused.windows == 1 and fused.sequences == 1000
+    assert fused.window_s == pytest.approx(2.0) and fused.idle_power_w == pytest.approx(10.0)
+    assert fused.j_per_1k_seq == pytest.approx(50.0) and fused.above_idle_j_per_1k_seq == pytest.approx(30.0)
+    assert claim.idle_table(data)["shape"].tolist() == ["whole hardware set"]
+    (pair,) = claim.energy_ratios(data).itertuples()
+    assert pair.above_idle_ratio == pytest.approx(90.0 / 30.0) and pair.time_ratio == pytest.approx(3.0)
+    assert not pair.judged and "old method" in pair.why_not_judged
+    (verdict,) = claim.verdicts(data)
+    assert verdict.outcome == Outcome.INCONCLUSIVE and verdict.ours is None
+    assert "no configuration can be judged" in verdict.ours_text and "single window (old method)" in verdict.ours_text
+    assert "old method" in claim.summary(data).method.iloc[0]
+
+
+def test_old_rows_beside_new_ones_leave_the_verdict_to_the_new(tmp_path):
+    gpu_set(tmp_path, power_factor=1.0, precisions=("fp32",))
+    results.append(claim.NAME, GPU.hardware_id, [old_idle_row(10.0), old_kernel_row("torch.fused", SMALL, energy_j=50),
+                                                 old_kernel_row("torch.native", SMALL, energy_j=500)], tmp_path)
+    (verdict,) = claim.verdicts(results.load(claim.NAME, tmp_path))
+    assert verdict.outcome == Outcome.REPRODUCED and verdict.ours == pytest.approx(1.0)
+    assert "1 configuration(s) not judged: 1 a single window (old method)" in verdict.ours_text
+
+
+# --- the windows against a fake NVML monitor ----------------------------------------------------
 
 class FakeMonitor:
-    """A `GpuMonitor` stand-in: a constant `watts`, windows timed on the real clock, optionally unmeasured."""
+    """A `GpuMonitor` stand-in: idle windows (key 'idle') draw `idle_w`, work windows `busy_w`, timed on the
+    real clock; the first `unmeasured` windows report no energy."""
 
-    def __init__(self, watts: float = 100.0, unmeasured: int = 0) -> None:
-        self.watts, self.unmeasured, self.windows = watts, unmeasured, []
+    def __init__(self, busy_w: float = 100.0, idle_w: float = 30.0, unmeasured: int = 0) -> None:
+        self.busy_w, self.idle_w, self.unmeasured, self.windows = busy_w, idle_w, unmeasured, []
 
     @contextmanager
     def window(self, key):
@@ -157,10 +279,11 @@ class FakeMonitor:
             yield holder
         finally:
             duration = time.perf_counter() - start
+            watts = self.idle_w if key == "idle" else self.busy_w
             measured = len(self.windows) >= self.unmeasured
             holder.result = GpuMeasurement(
-                key=key, duration_s=duration, energy_j=self.watts * duration if measured else None,
-                energy_source="counter", mean_power_w=self.watts, peak_power_w=self.watts, mean_util_pct=50.0,
+                key=key, duration_s=duration, energy_j=watts * duration if measured else None,
+                energy_source="counter", mean_power_w=watts, peak_power_w=watts, mean_util_pct=50.0,
                 peak_memory_bytes=0, n_samples=2, warning="" if measured else "the energy counter did not increase")
             self.windows.append(holder.result)
 
@@ -184,26 +307,61 @@ def test_a_window_never_measured_raises_instead_of_storing_a_number():
         nvml.energy_window(lambda: None, None, FakeMonitor(unmeasured=99), n=3, window_s=0.0)
 
 
-def test_measure_point_stores_the_window_energy_and_its_steps():
-    monitor = FakeMonitor(watts=50.0)
-    point = sweep.Point("torch.fused", LSTMShape(batch=4, timesteps=4, features=4, hidden=8),
-                        config={"window_s": 0.2})
-    out = claim.measure_point(point, torch.device("cpu"), unavailable_reason=lambda d: None,
-                              monitor_factory=lambda d, s: monitor, min_time=0.01, max_time=0.05, min_samples=3)
-    window = monitor.windows[-1]
-    assert window.duration_s >= 0.2 and out.energy_j == window.energy_j
-    assert sum(out.measurement.samples) == pytest.approx(window.duration_s, rel=0.2)
-    assert out.observed.kernel == "onednn" and out.observed.detail["energy_source"] == "counter"
-    idle = claim.measure_point(sweep.Point(claim.IDLE_KERNEL, claim.IDLE_SHAPE, config={"idle_s": 0.2}),
-                               torch.device("cpu"), unavailable_reason=lambda d: None,
-                               monitor_factory=lambda d, s: FakeMonitor(watts=30.0))
-    assert idle.energy_j / idle.measurement.samples[0] == pytest.approx(30.0)
+def test_a_group_runs_interleaved_windows_and_stores_every_one(tmp_path):
+    shape = LSTMShape(batch=4, timesteps=4, features=4, hidden=8)
+    points = [sweep.Point(claim.IDLE_KERNEL, shape, config={"idle_s": 0.03}),
+              sweep.Point("torch.fused", shape, config={"window_s": 0.03}),
+              sweep.Point("torch.native", shape, config={"window_s": 0.03})]
+    monitors = []
+
+    def factory(device, sync):
+        monitors.append(FakeMonitor(busy_w=50.0, idle_w=30.0))
+        return monitors[-1]
+
+    prepare = lambda point, device: claim.prepare_point(  # noqa: E731
+        point, device, timing=dict(min_time=0.01, max_time=0.05, min_samples=3),
+        unavailable_reason=lambda d: None, monitor_factory=factory)
+    outcomes = sweep.measure_group(points, prepare, torch.device("cpu"), claim.window_rounds(3))
+    assert all(isinstance(o, sweep.PointResult) for o in outcomes), outcomes
+    assert len(monitors) == 3 * 3  # one monitor per window: nothing stays open between rounds
+    idle, fused, native = outcomes
+    assert len({o.measurement.seed for o in outcomes}) == 1  # one group, the same rounds
+    for out in (fused, native):
+        detail = out.observed.detail
+        assert len(detail["window_energy_j"]) == len(out.measurement.round_sizes) == 3
+        assert all(d >= 0.03 for d in detail["window_duration_s"])  # no window shorter than asked
+        assert sum(out.measurement.round_sizes) == out.measurement.n
+        assert out.energy_j == pytest.approx(sum(detail["window_energy_j"]))
+        assert out.observed.kernel in ("onednn", "aten-loop") and out.measurement.noisy in (True, False)
+    assert idle.measurement.round_sizes == (1, 1, 1) and idle.observed.kernel == "none"
+    rows = [sweep.make_row(claim.NAME, p, torch.device("cuda", 0), GPU, outcome=o) for p, o in zip(points, outcomes)]
+    results.append(claim.NAME, GPU.hardware_id, rows, tmp_path)
+    table = claim.energy_table(results.load(claim.NAME, tmp_path))
+    assert (table.method == claim.REPEATED).all()
+    assert table.idle_power_w.tolist() == pytest.approx([30.0, 30.0])
+    for powers in table.w_above_power_w:  # 50 W busy - 30 W idle, window by window
+        assert list(powers) == pytest.approx([20.0] * 3)
+
+
+def test_a_window_the_counter_cannot_measure_makes_an_error_row_not_a_number():
+    point = sweep.Point("torch.fused", LSTMShape(batch=2, timesteps=2, features=2, hidden=4),
+                        config={"window_s": 0.0})
+    prepare = lambda point, device: claim.prepare_point(  # noqa: E731
+        point, device, timing=dict(min_time=0.0, max_time=0.01, min_samples=3),
+        unavailable_reason=lambda d: None, monitor_factory=lambda d, s: FakeMonitor(unmeasured=99))
+    (outcome,) = sweep.measure_group([point], prepare, torch.device("cpu"), claim.window_rounds(3))
+    assert isinstance(outcome, RuntimeError) and "did not increase" in str(outcome)
 
 
 def test_without_nvml_every_point_skips_with_the_reason():
-    with pytest.raises(Skip, match="no NVML"):
-        claim.measure_point(claim.grid(kind="cpu", quick=True, shapes=[[2, 4, 4, 8]])[1], torch.device("cpu"),
-                            unavailable_reason=lambda d: "no NVML here")
+    for point in claim.grid(kind="cpu", quick=True, shapes=[[2, 4, 4, 8]]):
+        with pytest.raises(Skip, match="no NVML"):
+            claim.prepare_point(point, torch.device("cpu"), timing={}, unavailable_reason=lambda d: "no NVML here")
+
+
+def test_on_a_cpu_energy_is_unavailable_with_the_reason():
+    reason = claim.unavailable(torch.device("cpu"))
+    assert reason and ("NVML is not available" in reason or "this run is on cpu" in reason)
 
 
 @pytest.mark.gpu
@@ -213,10 +371,9 @@ def test_a_real_gpu_window_measures_energy(results_root):
     points = claim.grid(kind="cuda", quick=True, shapes=[[16, 32, 64, 64]])[:2]  # the idle window and torch.fused
     (report,) = claim.measure(points, device="cuda", min_time=0.05, quick=True)
     assert report.measured == 2, report
-    table = claim.energy_table(results.load(claim.NAME))
-    row = table.iloc[0]
-    assert row.window_s >= 0.9 * claim.QUICK_WINDOW_S and row.energy_j > 0 and row.idle_power_w > 0
-    assert row.j_per_seq == pytest.approx(row.energy_j / row.sequences)
+    (row,) = claim.energy_table(results.load(claim.NAME)).itertuples()
+    assert row.windows == claim.QUICK_WINDOWS and row.window_s >= claim.MIN_WINDOW_S
+    assert row.j_per_1k_seq > 0 and row.idle_power_w > 0 and row.method == claim.REPEATED
 
 
 @pytest.mark.skipif(nvml_available() is None, reason="NVML works here: a CPU run would not skip at NVML")
@@ -226,23 +383,40 @@ def test_a_quick_cpu_run_stores_skipped_rows_at_once(results_root):
                               min_time=0.1, quick=True, progress=False)
     assert time.monotonic() - start < 30
     assert report.claim == claim.NAME and report.left == 0
-    assert report.skipped == 5 and report.measured == report.errors == 0
+    assert report.skipped == 3 and report.measured == report.errors == 0  # the idle point and two kernels
     data = results.load(claim.NAME)
     assert set(data.status) == {"skipped"} and data.error.str.contains("NVML is not available").all()
-    assert [v.outcome for v in claim.verdicts(data)] == [Outcome.NOT_MEASURED]
+    (verdict,) = claim.verdicts(data)
+    assert verdict.outcome == Outcome.NOT_MEASURED and "NVML is not available" in verdict.ours_text
 
 
 # --- parameters and grid --------------------------------------------------------------------------
 
-def test_grid_puts_idle_first_and_quick_shrinks_it():
-    full = claim.grid(kind="cuda", quick=False, shapes=[[16, 32, 128, 128], [64, 128, 512, 1024]])
-    assert full[0].kernel == claim.IDLE_KERNEL and len(full) == 1 + 6 * 2 * 2 * 2
-    quick = claim.grid(kind="cuda", quick=True, shapes=[[16, 32, 128, 128], [64, 128, 512, 1024]], window_s=2.0)
-    assert len(quick) == 1 + 2 * 2 and {p.shape.timesteps for p in quick[1:]} == {8}
-    assert all(p.config["window_s"] == claim.QUICK_WINDOW_S for p in quick[1:])
+def test_every_window_lasts_a_second_and_ten_counter_periods():
+    assert claim.MIN_WINDOW_S >= 1.0 and claim.MIN_WINDOW_S >= 10 * ENERGY_COUNTER_PERIOD_S
+    for kind in ("cpu", "cuda"):
+        for quick in (False, True):
+            for point in claim.CLAIM.points(kind, quick=quick):
+                assert point.config.get("window_s", point.config.get("idle_s")) >= claim.MIN_WINDOW_S
+    assert claim.CLAIM.parameters("cuda")["windows"] == claim.WINDOWS >= claim.MIN_JUDGED_WINDOWS
+    plan = claim.window_rounds(5)
+    assert (plan.rounds, plan.warmup, plan.burst_max_samples, plan.extra_rounds) == (5, 1, 1, 0)
+
+
+def test_grid_puts_each_groups_idle_point_first_and_quick_shrinks_it():
+    shapes = [[16, 32, 128, 128], [64, 128, 512, 1024]]
+    full = claim.grid(kind="cuda", quick=False, shapes=shapes, precisions=["fp32", "fp16"])
+    groups = sweep.groups(full)
+    assert len(groups) == 2 * 2 and all(g[0].kernel == claim.IDLE_KERNEL for g in groups)
+    assert all(len(g) == 1 + len(claim.DEFAULT_KERNELS) * 2 for g in groups)
+    assert "torch.cell_loop" not in claim.DEFAULT_KERNELS and set(claim.HEADLINE) <= set(claim.DEFAULT_KERNELS)
+    quick = claim.grid(kind="cuda", quick=True, shapes=shapes, window_s=2.0)
+    assert len(quick) == 1 + 2 and {p.shape.timesteps for p in quick} == {8}
+    assert all(p.config["window_s"] == claim.MIN_WINDOW_S for p in quick[1:])
     # the claim's defaults are the same grid on both kinds (on a CPU every point becomes a skipped row)
     assert claim.CLAIM.defaults["cpu"] == claim.CLAIM.defaults["cuda"]
-    assert [p.key() for p in claim.CLAIM.points("cpu")] == [p.key() for p in full]
+    assert [p.key() for p in claim.CLAIM.points("cpu")] == [
+        p.key() for p in claim.grid(kind="cpu", quick=False, shapes=shapes)]
 
 
 @pytest.mark.parametrize("bad", [[], [[16, 32, 128]], [[16, 32, 128, 0]], [16, 32, 128, 128], "small"])
@@ -254,17 +428,17 @@ def test_bad_shapes_are_a_parameter_error(bad):
 
 
 @pytest.mark.parametrize("name", ["window_s", "idle_s"])
-def test_a_window_shorter_than_the_counter_allows_is_a_parameter_error(name):
-    with pytest.raises(ParameterError, match=f"'{name}'"):
-        claim.CLAIM.parameters("cpu", **{name: 0.05})
-    with pytest.raises(ParameterError, match=f"'{name}'"):
-        claim.check_window(**{name: 0.05})
-    claim.check_window(window_s=0.5, idle_s=1)
-    assert claim.CLAIM.parameters("cuda", window_s=0.5, idle_s=1)["idle_s"] == 1
+def test_a_window_shorter_than_ten_counter_periods_is_a_parameter_error(name):
+    for short in (0.05, 0.5, 0.99):
+        with pytest.raises(ParameterError, match=f"'{name}'.*ten periods"):
+            claim.CLAIM.parameters("cpu", **{name: short})
+    claim.check_window(window_s=1.0, idle_s=2)
+    assert claim.CLAIM.parameters("cuda", window_s=1.5, idle_s=2)["idle_s"] == 2
 
 
 @pytest.mark.parametrize("bad", [dict(kernel_names=["torch.raw"]), dict(precisions=["fp8"]),
-                                 dict(phases=["backward"]), dict(window=1.0)])
+                                 dict(phases=["backward"]), dict(window=1.0), dict(windows=2),
+                                 dict(windows=True)])
 def test_other_bad_parameters_name_themselves(bad):
     name = next(iter(bad))
     with pytest.raises(ParameterError, match=f"'{name}'"):
@@ -273,32 +447,36 @@ def test_other_bad_parameters_name_themselves(bad):
 
 # --- the page's figures -------------------------------------------------------------------------
 
-def _energy_vs_time(data):
-    return plots.energy_vs_time(claim.energy_ratios(data), claim.PRECISIONS, reproduced_from=claim.BANDS.edges[1],
-                                partly_from=claim.BANDS.edges[0])
-
-
 def test_figures_draw_a_gpu_set_and_nothing_without_one(tmp_path):
-    gpu_set(2.5, tmp_path)
+    gpu_set(tmp_path, time_factor=2.5, power_factor=[0.9, 1.0, 1.1, 1.0, 1.0])
     cpu_skipped_set(tmp_path)
     data = results.load(claim.NAME, tmp_path)
     grids = plots.energy_bars(claim.energy_table(data), claim.KERNELS, claim.PRECISIONS)
     assert len(grids) == 1 and len(grids[0].axes.flat) == 4  # 2 phases x 2 shapes
     assert "J" in grids[0].axes.flat[0].get_ylabel() and "h100" in grids[0].axes.flat[0].get_title()
+    assert "linear" in grids[0].figure._suptitle.get_text()
     for ax in grids[0].axes.flat:  # every panel: 6 kernels x 2 precisions, each with its hatched above-idle part
         assert sum(patch.get_hatch() == "///" for patch in ax.patches) == 6 * 2
-    proportion = _energy_vs_time(data)
+        assert ax.get_yscale() == "linear" and ax.get_ylim()[0] == 0
+    ratios = claim.energy_ratios(data)
+    proportion = plots.energy_vs_time(ratios, claim.PRECISIONS, band=claim.BAND)
     assert proportion is not None and len(proportion.axes.flat) == 1  # the one GPU set
-    levels = {line.get_ydata()[0] for line in proportion.axes.flat[0].get_lines() if len(set(line.get_ydata())) == 1}
-    assert {*claim.BANDS.edges, 1.0} <= levels  # the verdict's bands and 1x marked
+    ax = proportion.axes.flat[0]
+    assert ax.get_xscale() == ax.get_yscale() == "log" and "log-log" in ax.get_title()
+    assert any(isinstance(c, PolyCollection) for c in ax.collections)  # the proportional band
+    plots.ratio_bars(claim.proportionality_summary(ratios), x="kernel", hue="phase", xlabel="fallback",
+                     ylabel="S", seed_band=claim.BAND)
     amp = claim.amp_summary(data)
+    assert (amp.ratio_lo <= amp.ratio).all() and (amp.ratio <= amp.ratio_hi).all()
     plots.ratio_bars(amp, x="kernel", hue="case", xlabel="kernel", ylabel="AMP / fp32 (x)")
     assert not claim.summary(data).empty and "Energy was measured on" in claim.status_note(data)
+    assert claim.ratio_summary(ratios).judged.eq("yes").all()
     plt.close("all")
     cpu_only = data[data.device_kind == "cpu"]
     assert plots.energy_bars(claim.energy_table(cpu_only), claim.KERNELS, claim.PRECISIONS) == []
-    assert _energy_vs_time(cpu_only) is None
-    assert claim.amp_summary(cpu_only).empty and "not measured" in claim.status_note(cpu_only)
+    assert plots.energy_vs_time(claim.energy_ratios(cpu_only), claim.PRECISIONS, band=claim.BAND) is None
+    assert claim.amp_summary(cpu_only).empty and claim.proportionality_summary(claim.energy_ratios(cpu_only)).empty
+    assert "not measured" in claim.status_note(cpu_only)
 
 
 @pytest.mark.slow
@@ -306,18 +484,18 @@ def test_the_page_renders_a_stored_gpu_set(tmp_path):
     import nbformat
     import papermill
 
-    gpu_set(3.0, tmp_path / "results")
+    gpu_set(tmp_path / "results", power_factor=[0.9, 1.0, 1.1, 1.0, 1.0])
     cpu_skipped_set(tmp_path / "results")
     out = tmp_path / "06.ipynb"
     papermill.execute_notebook(str(Path(__file__).resolve().parent.parent / "notebooks" / "06_energy.ipynb"),
                                str(out), kernel_name="python3", progress_bar=False,
                                parameters={"measure": False, "results_dir": str(tmp_path / "results"),
-                                           "grid": {"window_s": 1.0}})
+                                           "grid": {"window_s": 1.5}})
     executed = nbformat.read(out, as_version=4)
     outputs = [o for c in executed.cells if c.cell_type == "code" for o in c.outputs]
     assert not [o for o in outputs if o.output_type == "error"]
-    assert sum("image/png" in o.get("data", {}) for o in outputs) >= 3  # energy, proportion, AMP
+    assert sum("image/png" in o.get("data", {}) for o in outputs) >= 4  # energy, S, energy vs time, AMP
     text = " ".join(str(o.get("data", {}).get("text/plain", "")) for o in outputs)
     assert "reproduced" in text and "not measured on this hardware" in text
     # the page shows the grid it would measure, with the override applied
-    assert "default grid of 06_energy" in text and re.search(r"window_s\s+1\.0\b", text)
+    assert "default grid of 06_energy" in text and re.search(r"window_s\s+1\.5\b", text)

@@ -76,35 +76,96 @@ def test_pairs_carry_every_seed_figure_of_table_2():
     assert by_name["DeepBench skip-input vs PyTorch"].first == ("torch.raw_noinput", "fp32")
 
 
+def claim_verdict(data: pd.DataFrame, hardware_id: str = "cpu-test"):
+    """The claim's own verdict on one set (the first of its two; the second is Mode 1 vs Mode 2)."""
+    found = [v for v in claim.verdicts(data) if v.hardware_id == hardware_id and v.rule == claim.RULE]
+    assert len(found) == 1
+    return found[0]
+
+
 @pytest.mark.parametrize(("fused", "keras", "outcome"), [
     (1.5, 3.0, Outcome.REPRODUCED),
-    (1.05, 3.0, Outcome.PARTLY),       # PyTorch about as fast as the baseline, TensorFlow slower
+    (1.05, 3.0, Outcome.PARTLY),       # PyTorch about as fast as the baseline, TensorFlow far slower
     (1.5, 0.8, Outcome.PARTLY),        # PyTorch 50% slower, TensorFlow faster than PyTorch
+    (1.5, 1.5, Outcome.PARTLY),        # TensorFlow slower, but not far slower
     (2.5, 3.0, Outcome.PARTLY),        # PyTorch slower than the band
     (1.05, 0.8, Outcome.NOT_REPRODUCED),
 ])
 def test_verdict_rule(fused, keras, outcome):
-    (verdict,) = claim.verdicts(frame(rows(base_times(fused, keras))))
+    verdict = claim_verdict(frame(rows(base_times(fused, keras))))
     assert verdict.outcome == outcome
-    assert verdict.ours == pytest.approx(fused)
+    assert verdict.ours == pytest.approx(fused) and verdict.low == pytest.approx(fused) == verdict.high
     assert "CPU analogue" in verdict.statement
+
+
+def spread(data: pd.DataFrame, kernel: str, by: float) -> pd.DataFrame:
+    """`kernel`'s samples spread +-`by` around its median (rounds of one sample each): a wide interval."""
+    data = data.copy()
+    mask = data.kernel == kernel
+    data.loc[mask, "samples"] = pd.Series([list(m * np.linspace(1 - by, 1 + by, 9)) for m in data.median_s[mask]],
+                                          index=data.index[mask])
+    data.loc[mask, "round_sizes"] = pd.Series([[1] * 9] * int(mask.sum()), index=data.index[mask])
+    return data
+
+
+def test_an_interval_across_a_threshold_is_inconclusive():
+    # TensorFlow 2x PyTorch, give or take 40%: far slower or not, the data cannot tell; PyTorch holds
+    verdict = claim_verdict(spread(frame(rows(base_times(1.5, 2.0))), "keras.cudnn_auto", 0.4))
+    assert verdict.outcome == Outcome.INCONCLUSIVE and "undecided" in verdict.ours_text
+    # PyTorch fails (as fast as the baseline): partly or not reproduced, whichever way TensorFlow goes
+    verdict = claim_verdict(spread(frame(rows(base_times(1.0, 2.0))), "keras.cudnn_auto", 0.4))
+    assert verdict.outcome == Outcome.INCONCLUSIVE
+
+
+def test_keras_on_another_backend_leaves_the_tensorflow_half_unmeasured():
+    verdict = claim_verdict(frame(rows(base_times(1.5, 0.8), backend="torch")))
+    assert verdict.outcome == Outcome.REPRODUCED  # the PyTorch half alone, and the statement says so
+    assert verdict.statement.startswith(claim.PYTORCH_ONLY) and "TensorFlow half not measured" in verdict.ours_text
 
 
 def test_a_missing_half_is_not_measured():
     times = base_times(1.5, 3.0)
     del times[("keras.cudnn_auto", "fp32")]
-    (verdict,) = claim.verdicts(frame(rows(times)))
+    verdict = claim_verdict(frame(rows(times)))
     assert verdict.outcome == Outcome.NOT_MEASURED and "keras.cudnn_auto" in verdict.ours_text
     times = base_times(1.5, 3.0)
     del times[("torch.raw", "fp32")]
-    (verdict,) = claim.verdicts(frame(rows(times)))
+    verdict = claim_verdict(frame(rows(times)))
     assert verdict.outcome == Outcome.NOT_MEASURED and verdict.ours is None
 
 
 def test_failed_rows_do_not_count():
     data = frame(rows(base_times(1.5, 3.0)))
     data.loc[data.kernel == "torch.raw", "status"] = "error"
-    (verdict,) = claim.verdicts(data)
+    assert claim_verdict(data).outcome == Outcome.NOT_MEASURED
+
+
+def modes(small: float, large: float, backend: str = "tensorflow") -> pd.DataFrame:
+    """keras.impl1 at 1, keras.impl2 at `small` x that at batch 1 and 16, at `large` x at batch 64."""
+    small_shapes = [(64, b, 10) for b in (1, 16)]
+    return frame(rows({("keras.impl1", "fp32"): 1.0, ("keras.impl2", "fp32"): small}, shapes=small_shapes,
+                      backend=backend),
+                 rows({("keras.impl1", "fp32"): 1.0, ("keras.impl2", "fp32"): large}, shapes=[(64, 64, 10)],
+                      backend=backend))
+
+
+@pytest.mark.parametrize(("small", "large", "outcome"), [
+    (1.5, 0.5, Outcome.REPRODUCED),      # Mode 1 faster up to batch 16, Mode 2 faster above
+    (0.5, 0.5, Outcome.PARTLY),          # Mode 2 faster everywhere
+    (1.5, 1.5, Outcome.PARTLY),          # Mode 1 faster everywhere
+    (0.5, 1.5, Outcome.NOT_REPRODUCED),  # the reverse
+])
+def test_mode_1_against_mode_2(small, large, outcome):
+    (verdict,) = [v for v in claim.verdicts(modes(small, large)) if v.rule == claim.IMPL_RULE]
+    assert verdict.outcome == outcome and verdict.ours == pytest.approx(small)
+    assert verdict.statement.startswith("TF Mode 1") and verdict.seed_figure == claim.IMPL_SEED
+    (other,) = [v for v in claim.verdicts(modes(small, large, backend="torch")) if v.rule == claim.IMPL_RULE]
+    assert other.statement.startswith("Keras-on-torch Mode 1") and other.outcome == outcome
+
+
+def test_mode_1_against_mode_2_needs_both_sides_of_batch_16():
+    data = frame(rows({("keras.impl1", "fp32"): 1.0, ("keras.impl2", "fp32"): 2.0}))  # batch 1 and 16 only
+    (verdict,) = [v for v in claim.verdicts(data) if v.rule == claim.IMPL_RULE]
     assert verdict.outcome == Outcome.NOT_MEASURED
 
 

@@ -61,8 +61,15 @@ def test_each_outcome(small, large, expected):
     assert outcome(frame(CPU, small, large)) == expected
 
 
-def test_thresholds_are_inclusive():
-    assert outcome(frame(CPU, claim.SMALL_MAX, claim.LARGE_MIN)) == Outcome.REPRODUCED
+@pytest.mark.parametrize(("small", "large"), [
+    (claim.SMALL_MAX, 1.5),        # part (i) undecided, part (ii) holds: reproduced or partly
+    (claim.SMALL_MAX, 1.0),        # part (i) undecided, part (ii) fails: partly or not reproduced
+    (1.3, claim.LARGE_MIN),        # part (i) fails, part (ii) undecided
+])
+def test_an_interval_across_a_threshold_is_inconclusive(small, large):
+    verdict = next(v for v in claim.verdicts(frame(CPU, small, large)))
+    assert verdict.outcome == Outcome.INCONCLUSIVE and "undecided" in verdict.ours_text
+    assert verdict.low < verdict.ours < verdict.high
 
 
 def test_the_phases_are_combined_by_geometric_mean():
@@ -70,7 +77,7 @@ def test_the_phases_are_combined_by_geometric_mean():
     train = frame(CPU, 1.2, 1.5, phases=("train",))  # geometric mean of 1.0 and 1.2 is 1.095 > 1.05
     verdict = claim.verdicts(pd.concat([inference, train], ignore_index=True))[0]
     assert verdict.outcome == Outcome.PARTLY
-    assert "1.10x at the smallest" in verdict.ours_text and verdict.ours == pytest.approx(1.5)
+    assert "1.10x (95% CI 1.07-1.11) at the smallest" in verdict.ours_text and verdict.ours == pytest.approx(1.5)
 
 
 def test_the_headline_precision_depends_on_the_device_kind():

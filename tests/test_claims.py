@@ -7,7 +7,7 @@ from pathlib import Path
 import pytest
 
 from lstmstudy import backends
-from lstmstudy.claims import DEVICE_KINDS, MODULES, lookup, registry
+from lstmstudy.claims import DEVICE_KINDS, MODULES, Outcome, combine, holds_below, holds_from, lookup, registry, settle
 from lstmstudy.errors import ParameterError
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -86,3 +86,33 @@ def test_a_backend_the_user_set_or_tensorflow_keeps_keras_as_it_is(monkeypatch, 
     monkeypatch.setattr(backends, "_importable", lambda name: tensorflow or name != "tensorflow")
     assert backends.choose_keras_backend() is False
     assert backends.os.environ.get("KERAS_BACKEND") == preset and backends.chosen_note() is None
+
+
+@pytest.mark.parametrize("parts, expected", [
+    (["reproduced", "reproduced"], "reproduced"),
+    (["not reproduced", "not reproduced"], "not reproduced"),
+    (["reproduced", "not reproduced"], "partly"),
+    (["reproduced", "not reproduced", "inconclusive"], "partly"),  # no undecided part can change it
+    (["reproduced", "inconclusive"], "inconclusive"),
+    (["not reproduced", "inconclusive"], "inconclusive"),
+    (["reproduced", "not measured on this hardware"], "reproduced"),
+    ([], "not measured on this hardware"),
+])
+def test_combine_parts(parts, expected):
+    undecided = frozenset({Outcome.REPRODUCED, Outcome.NOT_REPRODUCED})
+    as_sets = [undecided if p == "inconclusive" else frozenset({Outcome(p)}) for p in parts]
+    assert settle(combine(as_sets)) == Outcome(expected)
+
+
+def test_an_undecided_part_that_cannot_change_the_outcome_is_decided():
+    partly_or_reproduced = frozenset({Outcome.REPRODUCED, Outcome.PARTLY})
+    assert settle(combine([partly_or_reproduced, frozenset({Outcome.NOT_REPRODUCED})])) == Outcome.PARTLY
+    assert settle(combine([partly_or_reproduced, frozenset({Outcome.REPRODUCED})])) == Outcome.INCONCLUSIVE
+
+
+def test_parts_decide_on_intervals():
+    assert holds_from(1.1).decide(1.2, 1.5) == Outcome.REPRODUCED
+    assert holds_from(1.1).decide(0.9, 1.05) == Outcome.NOT_REPRODUCED
+    assert holds_from(1.1).decide(1.0, 1.2) == Outcome.INCONCLUSIVE
+    assert holds_below(1.05).decide(0.9, 1.0) == Outcome.REPRODUCED
+    assert holds_below(1.05).decide(1.1, 1.3) == Outcome.NOT_REPRODUCED

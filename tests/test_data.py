@@ -11,19 +11,29 @@ from hypothesis import strategies as st
 
 from lstmstudy.data import (
     PLANS,
+    PTB_CORPORA,
     PTB_LIKE,
     BatchPlan,
     auto_buckets,
+    check_corpus,
+    corpus,
+    corpus_label,
     keras_batches,
+    make_plan,
+    mxnet_autogen,
     mxnet_autogen_boundaries,
     pack_batch,
     pad_per_batch,
     pad_to_global_max,
     padded_steps,
     plan_cost,
+    ptb_lengths,
     ptb_like_lengths,
     real_steps,
+    sample_for,
+    sorted_batches,
     static_buckets,
+    timing_sample,
     torch_batches,
     worked_example,
 )
@@ -41,7 +51,9 @@ def all_plans(lengths, batch_size, boundaries=(10, 20, 30, 40, 60, math.inf), se
             pad_per_batch(lengths, batch_size, seed=None),
             static_buckets(lengths, batch_size, boundaries), static_buckets(lengths, batch_size, boundaries,
                                                                            pad_to="boundary", seed=seed),
-            auto_buckets(lengths, batch_size), auto_buckets(lengths, batch_size, seed=seed)]
+            auto_buckets(lengths, batch_size), auto_buckets(lengths, batch_size, seed=seed),
+            mxnet_autogen(lengths, batch_size), mxnet_autogen(lengths, batch_size, seed=seed),
+            sorted_batches(lengths, batch_size), sorted_batches(lengths, batch_size, seed=seed)]
 
 
 # ---------------------------------------------------------------------------------------------- the slides
@@ -90,6 +102,28 @@ def test_auto_buckets_never_pad_more_than_per_batch_nor_per_batch_more_than_glob
     for per_batch in (pad_per_batch(lengths, batch_size, seed=seed), pad_per_batch(lengths, batch_size)):
         assert auto.padded_steps <= per_batch.padded_steps <= pad_to_global_max(lengths, batch_size).padded_steps
         assert sorted(map(len, auto.batches)) == sorted(map(len, per_batch.batches))
+    # sorted batches have the same batch sizes, so they pad no less; and at most one short batch's worth more
+    by_hand = sorted_batches(lengths, batch_size, seed=seed)
+    assert auto.padded_steps <= by_hand.padded_steps <= auto.padded_steps + batch_size * max(lengths)
+    assert sorted(map(len, by_hand.batches)) == sorted(map(len, auto.batches))
+
+
+@FAST
+@given(lengths=lengths_st, batch_size=batch_st, seed=st.integers(0, 2**16))
+def test_sorted_batches_are_runs_of_the_sorted_lengths(lengths, batch_size, seed):
+    plan = sorted_batches(lengths, batch_size, seed=seed)
+    spans = sorted((min(lengths[i] for i in b), max(lengths[i] for i in b)) for b in plan.batches)
+    assert all(high <= low for (_, high), (low, _) in zip(spans, spans[1:]))  # no two batches interleave
+    assert plan.padded_steps == plan_cost(lengths, plan) and plan.name == "sorted_batches"
+
+
+def test_mxnet_autogen_is_static_buckets_at_mxnets_boundaries():
+    lengths = [5, 5, 6, 6, 6, 9, 2, 7]
+    plan = mxnet_autogen(lengths, 2)
+    bounds = mxnet_autogen_boundaries(lengths, 2)
+    static = static_buckets(lengths, 2, bounds, pad_to="boundary")
+    assert plan.name == "mxnet_autogen" and (plan.batches, plan.widths) == (static.batches, static.widths)
+    assert mxnet_autogen(lengths, 2, seed=1).padded_steps == plan.padded_steps  # the order moves no padding
 
 
 @settings(max_examples=40, deadline=None)
@@ -130,9 +164,71 @@ def test_mxnet_boundaries_keep_every_sequence():
 
 def test_seeds_make_plans_reproducible():
     lengths = list(range(1, 40))
-    for name in ("pad_per_batch", "static_buckets", "auto_buckets"):
+    for name in ("pad_per_batch", "static_buckets", "mxnet_autogen", "sorted_batches", "auto_buckets"):
         assert PLANS[name](lengths, 4, seed=3) == PLANS[name](lengths, 4, seed=3)
     assert pad_per_batch(lengths, 4, seed=3) != pad_per_batch(lengths, 4, seed=4)
+
+
+# ---------------------------------------------------------------------------------------------- real PTB lengths
+
+
+@pytest.mark.parametrize(("split", "sentences", "tokens", "longest"), [
+    ("valid", 3370, 70390, 74), ("test", 3761, 78669, 77), ("valid+test", 3370 + 3761, 70390 + 78669, 77)])
+def test_ptb_lengths_are_the_shipped_counts(split, sentences, tokens, longest):
+    lengths = ptb_lengths(split)
+    assert lengths.shape == (sentences,) and lengths.dtype == np.int64
+    assert (lengths.sum(), lengths.min(), lengths.max()) == (tokens, 1, longest)
+    assert (np.diff(lengths) >= 0).all()  # counts keep no sentence order: sorted by length
+    assert round(float(lengths.mean()), 2) == round(tokens / sentences, 2)
+
+
+def test_ptb_lengths_default_to_both_splits_and_refuse_an_unknown_one():
+    assert ptb_lengths().size == 7131
+    for bad in ("train", "valid+train", "", None, 3):
+        with pytest.raises(ParameterError, match="split must be one of"):
+            ptb_lengths(bad)
+
+
+def test_a_corpus_is_real_by_name_or_synthetic_by_size():
+    real = corpus("ptb-valid+test", 0)
+    assert np.array_equal(np.sort(real), ptb_lengths()) and not np.array_equal(real, ptb_lengths())  # shuffled
+    assert np.array_equal(corpus("ptb-valid+test", 0), real) and not np.array_equal(corpus("ptb-valid+test", 1), real)
+    assert not real.flags.writeable
+    assert np.array_equal(corpus(500, 0), ptb_like_lengths(500, 0))
+    assert corpus_label("ptb-valid") == "Penn Treebank valid (real, 3,370 sentences)"
+    assert corpus_label(42068) == "synthetic PTB-like, 42,068 sentences"
+    assert [check_corpus(c) for c in (*PTB_CORPORA, 7)] == [*PTB_CORPORA, 7]
+    for bad in ("ptb-train", "valid", 0, -1, 2.5, True, None, [7]):
+        with pytest.raises(ParameterError, match="corpus must be one of"):
+            check_corpus(bad)
+
+
+#: padded steps of every plan on both real splits in batches of 32, seed 0; static buckets at 10, 20, 30, 40, 60
+#: and inf, padded to the boundary. Padding to the maximum, MXNet's buckets (all bounded), sorted batches and
+#: auto buckets do not depend on the order; per-batch padding and the inf bucket of the static ones do.
+REAL_PADDED_STEPS = {"pad_to_global_max": 7131 * 77, "pad_per_batch": 319495, "static_buckets": 183462,
+                     "mxnet_autogen": 155309, "sorted_batches": 150303, "auto_buckets": 150303}
+
+
+def test_every_plans_padded_work_on_the_real_lengths():
+    lengths = corpus("ptb-valid+test", 0)
+    for name in PLANS:
+        plan = make_plan(name, lengths, 32, seed=0)
+        assert plan.name == name and plan.real_steps == 149059
+        assert plan.padded_steps == REAL_PADDED_STEPS[name], name
+    waste = [make_plan(name, lengths, 32, seed=0).padded_steps for name in PLANS]
+    assert waste == sorted(waste, reverse=True)  # each plan of the registry pads no more than the one before
+    assert make_plan("pad_to_global_max", corpus("ptb-valid+test", 5), 32).padded_steps == 7131 * 77
+    with pytest.raises(ParameterError, match="unknown plan"):
+        make_plan("bucket_everything", lengths, 32)
+
+
+def test_a_whole_epoch_is_timed_as_the_plan_itself():
+    config = {"plan": "auto_buckets", "corpus": "ptb-valid", "seed": 0, "batch_size": 32, "sample_batches": 106}
+    plan = sample_for(config)
+    assert plan.n_batches == 106 and plan.lengths == tuple(corpus("ptb-valid", 0).tolist())
+    assert timing_sample(plan, 106) is plan
+    assert sample_for({**config, "sample_batches": 4}).n_batches == 4
 
 
 # ---------------------------------------------------------------------------------------------- PTB-like corpus

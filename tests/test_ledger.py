@@ -73,8 +73,8 @@ def test_the_conclusions_follow_the_verdicts_and_count_only_gpu_evidence(toc_fil
     table = ledger.table(results_root, claims=CLAIMS, toc=toc_file)
     assert table.evidence.tolist() == ["CPU analogue", "GPU", ""]
     text = ledger.conclusions(table)
-    assert text.startswith("**Where the data come from:** 1 GPU result set(s) (`cuda-b`) and 1 CPU result set(s) "
-                           "(`cpu-a`).")
+    assert text.startswith("**Where the data come from:** 1 GPU result set(s) (cuda-b) and 1 CPU result set(s) "
+                           "(cpu-a).")
     assert "Of the 1 verdicts on GPU sets: 0 reproduced, 0 above the seed's range, 1 partly reproduced" in text
     assert "On GPUs: **partly reproduced** on `cuda-b` (1.50x)." in text
     assert "Its CPU analogue (not counted as a reproduction): reproduced on `cpu-a` (2.50x)." in text

@@ -396,3 +396,36 @@ def test_nvml_index_matches_the_uuid_whatever_cuda_calls_it(fake):
     fake.fail["init"] = pynvml.NVML_ERROR_LIBRARY_NOT_FOUND
     assert nvml_mod.nvml_index("GPU-bbbb", fallback=3) == 3
 
+
+
+# --- windows of repeated work (the energy claim's) --------------------------------------------------
+
+def test_the_shortest_stored_window_is_ten_counter_periods():
+    assert nvml_mod.MIN_ENERGY_WINDOW_S == pytest.approx(10 * ENERGY_COUNTER_PERIOD_S)
+
+
+def test_repetitions_fill_the_window_with_a_margin():
+    assert nvml_mod.repetitions(0.01, 1.0) == 110  # 100 steps fill the second, plus 10%
+    assert nvml_mod.repetitions(2.0, 1.0) == nvml_mod.MIN_REPETITIONS
+    assert nvml_mod.repetitions(0.0, 1.0) == nvml_mod.MIN_REPETITIONS
+
+
+def test_an_energy_window_grows_until_it_lasts_what_was_asked(fake, clock):
+    def step() -> None:  # each step: 0.3 s of the monitor's clock and 30 J on the counter
+        clock.t += 0.3
+        fake.energy_mj += 30_000
+
+    with monitor(fake, clock) as mon:
+        m, window = nvml_mod.energy_window(step, None, mon, n=3, window_s=1.0)
+    # 3 steps made 0.9 s: too short, so N grows to fill 1 s with the margin (4 steps, 1.2 s)
+    assert m.n == 4 and window.duration_s == pytest.approx(1.2) and window.energy_j == pytest.approx(120.0)
+
+
+def test_an_energy_window_still_short_raises_rather_than_store_it(fake, clock, monkeypatch):
+    def step() -> None:
+        clock.t += 0.2
+        fake.energy_mj += 20_000
+
+    monkeypatch.setattr(nvml_mod, "MAX_ATTEMPTS", 1)  # no second attempt to grow N
+    with monitor(fake, clock) as mon, pytest.raises(RuntimeError, match=r"lasted 0\.600 s .* shorter than the 1 s"):
+        nvml_mod.energy_window(step, None, mon, n=3, window_s=1.0)

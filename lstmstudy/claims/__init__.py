@@ -13,6 +13,7 @@ from __future__ import annotations
 import bisect
 import copy
 import importlib
+import itertools
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import asdict, dataclass, field, replace
 from enum import Enum
@@ -95,10 +96,10 @@ class Claim:
         02_cpu_vs_gpu_batch        20 x 6.0 s = 120 s   (each point on the GPU and on its host's CPU)
         03_mixed_precision        114 x 1.3 s = 148 s
         04_frameworks_vs_baseline 112 x 1.3 s = 146 s
-        05_bucketing               12 x 8.0 s =  96 s   (8 layers; keras.masked last)
-        06_energy                  49 x 2.5 s = 122 s   (0.5 s energy windows)
+        05_bucketing               18 x 12 s  = 216 s   (8 layers, whole epochs of real PTB; keras.masked last)
+        06_energy                  24 x 7.5 s = 180 s   (fp32; 5 interleaved energy windows of >= 1 s)
         kernels                    90 x 1.5 s = 135 s   (torch.compiled last)
-        total                                   896 s, about 15 minutes
+        total                                  1074 s, about 18 minutes
     """
 
     number: str  # "01"; "" for the kernel benchmark, which is measured but not judged
@@ -187,7 +188,7 @@ class Bands:
 
     `edges` (increasing) cut the line into `len(edges) + 1` regions, each half-open [edge, next edge)
     with its outcome in `outcomes`. An interval inside one region gets that region's outcome; one that
-    straddles an edge is `INCONCLUSIVE`: the data cannot tell which side the claim is on.
+    straddles an edge between two outcomes is `INCONCLUSIVE`: the data cannot tell which side the claim is on.
     """
 
     edges: tuple[float, ...]
@@ -200,11 +201,53 @@ class Bands:
     def region(self, value: float) -> Outcome:
         return self.outcomes[bisect.bisect_right(self.edges, value)]
 
-    def decide(self, low: float | None, high: float | None) -> Outcome:
+    def possible(self, low: float | None, high: float | None) -> Possible:
+        """The outcomes of every region the interval [low, high] touches."""
         if low is None or high is None or not (np.isfinite(low) and np.isfinite(high)):
-            return Outcome.NOT_MEASURED
+            return frozenset({Outcome.NOT_MEASURED})
         first, last = bisect.bisect_right(self.edges, low), bisect.bisect_right(self.edges, high)
-        return self.outcomes[first] if first == last else Outcome.INCONCLUSIVE
+        return frozenset(self.outcomes[first:last + 1])
+
+    def decide(self, low: float | None, high: float | None) -> Outcome:
+        return settle(self.possible(low, high))
+
+
+#: the outcomes a result's interval still allows (one when the data decide it)
+Possible = frozenset[Outcome]
+
+
+def _combine_decided(parts: Sequence[Outcome]) -> Outcome:
+    if Outcome.PARTLY in parts or {Outcome.REPRODUCED, Outcome.NOT_REPRODUCED} <= set(parts):
+        return Outcome.PARTLY
+    return parts[0]
+
+
+def combine(parts: Sequence[Possible]) -> Possible:
+    """What a rule made of parts can still be, given what each part can still be (`Bands.possible`).
+
+    Decided parts combine as: reproduced if every part holds (REPRODUCED), not reproduced if every part
+    fails (NOT_REPRODUCED), partly if some hold and some fail (or one is partly). An undecided part counts
+    every way it can still go, so the whole is undecided only if that changes the outcome.
+    """
+    parts = [p for p in parts if p and p != {Outcome.NOT_MEASURED}]
+    if not parts:
+        return frozenset({Outcome.NOT_MEASURED})
+    return frozenset(_combine_decided(choice) for choice in itertools.product(*parts))
+
+
+def settle(possible: Possible) -> Outcome:
+    """The outcome the data decide, or INCONCLUSIVE while they allow more than one."""
+    return next(iter(possible)) if len(possible) == 1 else Outcome.INCONCLUSIVE
+
+
+def holds_from(threshold: float) -> Bands:
+    """A part that holds when the whole interval lies at or above `threshold`."""
+    return Bands((threshold,), (Outcome.NOT_REPRODUCED, Outcome.REPRODUCED))
+
+
+def holds_below(threshold: float) -> Bands:
+    """A part that holds when the whole interval lies below `threshold`."""
+    return Bands((threshold,), (Outcome.REPRODUCED, Outcome.NOT_REPRODUCED))
 
 
 def timing_plan(min_time: float, quick: bool, **changes: object) -> Rounds:

@@ -2,8 +2,9 @@
 
 Seeds: Chollet (Deep Learning with Python, 2nd ed., quoted in the blog post 000): recurrent dropout
 "forces the runtime to fall back to the regular TensorFlow implementation, which is generally two to
-five times slower on GPU"; the Q&A (001): CuDNNLSTM vs LSTM on an RTX 2070, 69 s vs 1012 s per epoch
-(15x), and "10 mins 30 seconds" vs "less than a minute".
+five times slower on GPU"; the Q&A (001): "15x gain over traditional(non Cuda) LSTM implementation!"
+(CuDNNLSTM "69s" against LSTM "1012s" for one epoch on an RTX 2070), and "training a model with LSTM
+took 10mins 30seconds. Simply switching the call from LSTM() to CuDNNLSTM() took less than a minute".
 
 Each trigger is compared with the fused kernel of its own framework at the same configuration:
 Keras triggers against `keras.cudnn_auto`, PyTorch's generic paths against `torch.fused`. On a CPU,
@@ -27,7 +28,9 @@ from lstmstudy.stats import geomean, geomean_interval, ratios
 NAME = "cudnn_fallback"
 NUMBER = "01"
 STATEMENT = "Breaking cuDNN's criteria makes an LSTM fall back to a generic kernel that is 2-5x slower"
-SEED_FIGURE = "2-5x (Chollet); 15x (CuDNNLSTM vs LSTM, RTX 2070)"
+SEED_FIGURE = ('"generally two to five times slower on GPU" (Chollet, quoted in seed 000); "15x gain over '
+               'traditional(non Cuda) LSTM implementation!" (seed 001: RTX 2070, "1012s" with keras.layers.LSTM, '
+               '"69s" with CuDNNLSTM)')
 SEED_BAND = (2.0, 5.0)
 RULE = ("decided on the 95% interval of the geometric-mean slowdown of the fallback over the fused kernel "
         "(a bootstrap over the grid's configurations and each one's rounds and samples): reproduced if it lies "

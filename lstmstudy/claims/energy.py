@@ -1,28 +1,51 @@
-"""Claim 6 (the paper's future work): what the fallback kernels and mixed precision cost in energy.
+"""Claim 6 (the paper's future work): what the fallback kernels cost in GPU energy above idle.
+Its page is `notebooks/06_energy.ipynb`.
 
-Seed 003 closes with: "another performance benchmark we can also explore is energy consumption [...]
-estimate how much energy is used". There is no figure to reproduce, so this page states what we
-measure and a hypothesis with its rule, and reports the figure per GPU result set:
+Seed 003 closes with: "While we focused more on performance in our experiment, another performance
+benchmark we can also explore is energy consumption. In a future experiment, we could attempt to
+benchmark memory bandwidth/movement and estimate how much energy is used." There is no figure to
+reproduce, so the page states a hypothesis and its rule (`RULE`) before the data:
 
-*the fallback costs energy in proportion to its time*, i.e. a fallback kernel that is 2x slower than
-the fused one (claim 1) also spends at least 2x the energy per sequence.
+*the fallback costs energy in proportion to its time*: per sequence, a fallback's GPU energy above idle
+over the fused kernel's equals its time over the fused kernel's. The quotient of the two ratios, the
+*proportionality* S, is the fallback's power above idle over the fused kernel's: 1 when the hypothesis
+holds, above 1 when the fallback costs more energy than its time explains, below 1 when less.
 
-How one point is measured (`measure_point`), on an NVIDIA GPU only:
+How one group is measured (a shape and a phase: every kernel at every precision, and an idle point),
+on an NVIDIA GPU only, through the sweep's `Prepare` contract (`prepare_point`, timed in `window_rounds`):
 
-1. build the kernel (`kernels.build`), warm it up and time it with `timing.measure` as every claim does;
-2. from that median, size a window of N back-to-back steps lasting at least `window_s` (0.5 s by
-   default, five periods of NVML's ~100 ms energy counter), and run exactly N synced steps inside a
-   `GpuMonitor` window, timing each step again (`timing.measure` with N samples). If the window comes
-   out shorter than `window_s`, N grows and the window is run again; a window the counter cannot
-   measure is never stored as a number (the point becomes an `error` row with NVML's warning);
-3. store the window's N per-step times as the row's samples and its energy as `energy_j` (joules for
-   the whole window). So the stored row holds everything the page needs: N = `n_samples`, sequences
-   covered = N x `batch`, window duration = sum of the samples (the sync gaps between steps are
-   microseconds against >= 0.5 s), `config` records the target `window_s`.
+1. the rounds' warm-up call of each kernel warms it up and times it (`timing.measure`); from that median,
+   its window is sized to N steps lasting at least `window_s` (>= `MIN_WINDOW_S`: ten periods of NVML's
+   ~100 ms energy counter, see `nvml.MIN_ENERGY_WINDOW_S`);
+2. then `windows` rounds (5 by default) each run one window of every point of the group, in a shuffled
+   order, as the other claims' timing rounds do, so that drift (temperature, clocks) hits every kernel
+   and the idle baseline alike. A kernel's window is N synced, individually timed steps inside a
+   `GpuMonitor` window (`nvml.energy_window`: a window that comes out short runs again with a larger N,
+   kept for the later windows); the idle point's is an empty window of `idle_s` seconds
+   (`nvml.idle_window`). A window the counter cannot measure is never stored as a number: the point
+   becomes an `error` row with NVML's warning.
 
-Idle power is one extra row per hardware set (kernel `nvml.idle`): an empty `nvml.idle_power` window of
-`idle_s` seconds, its duration as the one sample and its energy as `energy_j`. Energy *above idle* for a
-window is `energy_j - idle_W x window_s`: what the work added over a GPU that sat doing nothing.
+The row keeps every window in the results schema all claims share: its steps' times as one round of the
+row's samples (`round_sizes` = N per window, `round_seed` shared by the group; an idle row has one
+sample per window, the window's length), each window's joules and monitor seconds in `observed_detail`
+(`window_energy_j`, `window_duration_s`), and their total joules as `energy_j`. For window w of a kernel
+at batch B, with E_w joules over D_w seconds and N_w steps:
+
+    idle power              P_w = joules / seconds of the idle window of the same round
+    energy above idle       A_w = E_w - P_w x D_w
+    per sequence            E_w / (N_w x B) in total, A_w / (N_w x B) above idle
+    time per step           D_w / N_w
+    power above idle        A_w / D_w
+
+A ratio of two kernels is formed window by window (they ran in the same rounds), summarised by its
+median over windows, and its interval bootstraps the windows (`stats.ratio_replicates`, each window a
+round of one value: `stats.one_per_round`); the verdict's geometric mean over configurations carries
+both sources of doubt (`stats.geomean_interval`), as claim 1's does.
+
+Rows stored by the earlier method (one 0.5 s window per configuration, one idle window per hardware set,
+no per-window detail) still load: each is read as a single window, its `energy_j` over the sum of its
+samples, above the set's one idle power; the page marks it "single window (old method)" and the rule
+never judges it, since one window gives no interval.
 
 Where there is no NVML (no NVIDIA driver, no GPU: this CPU-only machine), or the run is on the CPU,
 every point raises `Skip` with the reason, so the result set holds `skipped` rows saying why, and the
@@ -31,8 +54,11 @@ verdict is `not measured on this hardware`.
 
 from __future__ import annotations
 
+import json
 from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field, replace
 from functools import partial
+from typing import NamedTuple
 
 import numpy as np
 import pandas as pd
@@ -41,36 +67,60 @@ import torch
 from lstmstudy import kernels, sweep
 from lstmstudy.claims import Bands, Claim, Outcome, Verdict, cudnn_fallback
 from lstmstudy.errors import ParameterError, Skip
+from lstmstudy.kernels import Built
 from lstmstudy.nvml import (
     ENERGY_COUNTER_PERIOD_S,
+    MIN_ENERGY_WINDOW_S,
+    GpuMeasurement,
     GpuMonitor,
     energy_window,
     idle_window,
     nvml_available,
     nvml_index,
-    per_item,
     repetitions,
 )
 from lstmstudy.observe import Observation, what_ran
 from lstmstudy.parameters import check_choices
 from lstmstudy.shapes import LSTMShape
-from lstmstudy.stats import geomean
-from lstmstudy.timing import Measurement, sync_for
+from lstmstudy.stats import (
+    bootstrap_median,
+    geomean,
+    geomean_interval,
+    interleaved,
+    one_per_round,
+    percentile_interval,
+    ratio_replicates,
+)
+from lstmstudy.timing import Measurement, Rounds, Sync, sync_for
 from lstmstudy.timing import measure as time_call
 
 NAME = "energy"
 NUMBER = "06"
-STATEMENT = ("Energy per sequence (the paper's future work): a fallback kernel costs energy in proportion "
-             "to its time, at least 2x the fused kernel's")
+STATEMENT = ("Energy per sequence (the paper's future work): a fallback kernel costs GPU energy above idle in "
+             "proportion to its time")
 SEED_FIGURE = "not measured (the paper's future work)"
-#: claim 1's time band, one-sided: >= 2x reproduced, 1.25x-2x partly
-BANDS = Bands((1.25, 2.0), (Outcome.NOT_REPRODUCED, Outcome.PARTLY, Outcome.REPRODUCED))
-RULE = ("the hypothesis 'the fallback costs energy in proportion to its time' is reproduced on a GPU set if "
-        "the geometric mean, over every measured configuration, of the fallback's total GPU energy per "
-        "sequence over the fused kernel's (torch.native over torch.fused; keras.relu and "
-        "keras.recurrent_dropout over keras.cudnn_auto) is at least 2x (claim 1's time band); partly "
-        "between 1.25x and 2x; not reproduced below 1.25x; not measured where NVML cannot read a GPU's energy. "
-        "Decided on the point estimate: one energy window per configuration gives no interval yet")
+#: the shortest energy window: ten periods of the energy counter, and at least a second
+MIN_WINDOW_S = max(1.0, MIN_ENERGY_WINDOW_S)
+#: windows per point by default, in a quick run, and at least, for a configuration to be judged
+WINDOWS, QUICK_WINDOWS, MIN_JUDGED_WINDOWS = 5, 3, 3
+#: the proportional band of S: 1/1.25 to 1.25, symmetric on a log scale
+BAND = (0.8, 1.25)
+BANDS = Bands(BAND, (Outcome.NOT_REPRODUCED, Outcome.REPRODUCED, Outcome.NOT_REPRODUCED))
+RULE = (f"decided on the 95% interval of the geometric mean, over every judged configuration, of the "
+        f"proportionality S = (the fallback's GPU energy above idle per sequence over the fused kernel's) / "
+        f"(the fallback's time per step over the fused kernel's), i.e. the fallback's power above idle over the "
+        f"fused kernel's, for claim 1's GPU headline pairs (torch.native over torch.fused; keras.relu and "
+        f"keras.recurrent_dropout over keras.cudnn_auto) at every stored precision, shape and phase; the "
+        f"interval is a bootstrap over the configurations and each one's repeated windows. The hypothesis 'the "
+        f"fallback costs energy in proportion to its time' is reproduced if the interval lies within "
+        f"{BAND[0]:g} <= S < {BAND[1]:g} (proportional); not reproduced if it lies at or above {BAND[1]:g} "
+        f"(more than proportional) or below {BAND[0]:g} (less than proportional); inconclusive if it straddles "
+        f"{BAND[0]:g} or {BAND[1]:g}, or if no configuration can be judged; not measured where NVML cannot read "
+        f"a GPU's energy. A configuration is judged when both kernels have at least {MIN_JUDGED_WINDOWS} "
+        f"interleaved windows of at least {MIN_WINDOW_S:g} s and each drew more than idle power in every "
+        f"window. The band is {BAND[1]:g}x either way: the smallest ratio this study calls a material "
+        f"difference (claim 1's floor), and well above the ~10% by which the energy counter's update period "
+        f"can move one window's energy")
 
 #: fallback kernel -> the fused kernel it is compared with (claim 1's pairs)
 PAIRS: dict[str, str] = {k: cudnn_fallback.TRIGGERS[k][0]
@@ -79,14 +129,13 @@ PAIRS: dict[str, str] = {k: cudnn_fallback.TRIGGERS[k][0]
 HEADLINE: tuple[str, ...] = cudnn_fallback.HEADLINE["cuda"]
 KERNELS: tuple[str, ...] = ("torch.fused", "torch.native", "torch.cell_loop",
                             "keras.cudnn_auto", "keras.relu", "keras.recurrent_dropout")
+#: measured by default: the headline pairs (torch.cell_loop, outside the verdict, only when asked for, to
+#: keep every default grid within one GPU lease)
+DEFAULT_KERNELS: tuple[str, ...] = tuple(k for k in KERNELS if k in HEADLINE or k in PAIRS.values())
 QUICK_KERNELS: tuple[str, ...] = ("torch.fused", "torch.native")
 #: every precision, in the order the page's figures show them
 PRECISIONS: tuple[str, ...] = sweep.PRECISIONS
 IDLE_KERNEL = "nvml.idle"
-IDLE_SHAPE = LSTMShape(batch=1, timesteps=1, features=1, hidden=1)  # placeholder: an idle window has no shape
-#: a window must last at least this long to be sized at all (the counter updates every ~100 ms)
-MIN_WINDOW_S = 2 * ENERGY_COUNTER_PERIOD_S
-QUICK_WINDOW_S = 0.25
 
 
 # --- parameters and grid --------------------------------------------------------------------------
@@ -103,20 +152,28 @@ def check_shapes(shapes: object) -> list[LSTMShape]:
 
 
 def check_window(**values: object) -> None:
-    """Energy windows must be long enough for NVML's energy counter."""
+    """Energy windows must be long enough for NVML's energy counter to measure them to about 10%."""
     for name, value in values.items():
         if isinstance(value, bool) or not isinstance(value, (int, float)) or not value >= MIN_WINDOW_S:
-            raise ParameterError(f"parameter {name!r} must be a number of seconds >= {MIN_WINDOW_S:g} "
-                                 f"(twice NVML's ~{ENERGY_COUNTER_PERIOD_S:g} s energy counter period), got {value!r}")
+            raise ParameterError(f"parameter {name!r} must be a number of seconds >= {MIN_WINDOW_S:g} (ten periods "
+                                 f"of NVML's ~{ENERGY_COUNTER_PERIOD_S:g} s energy counter), got {value!r}")
 
 
-def grid(*, kind: str, quick: bool, shapes: Sequence[Sequence[int]], kernel_names: Sequence[str] = KERNELS,
-         precisions: Sequence[str] = ("fp32", "fp16"), phases: Sequence[str] = ("inference", "train"),
-         window_s: float = 0.5, idle_s: float = 1.0) -> list[sweep.Point]:
-    """The idle window first, then every kernel at every shape, precision and phase.
+def check_windows(windows: object) -> None:
+    """Enough windows per point for the rule to judge a configuration."""
+    if isinstance(windows, bool) or not isinstance(windows, int) or windows < MIN_JUDGED_WINDOWS:
+        raise ParameterError(f"parameter 'windows' must be an integer >= {MIN_JUDGED_WINDOWS} (fewer windows give "
+                             f"no interval the rule can judge), got {windows!r}")
 
-    `quick` keeps the first shape (at most 8 timesteps), the first phase, the two PyTorch kernels and a
-    `QUICK_WINDOW_S` window: enough to check the plumbing, on a GPU or (all skipped) on a CPU.
+
+def grid(*, kind: str, quick: bool, shapes: Sequence[Sequence[int]], kernel_names: Sequence[str] = DEFAULT_KERNELS,
+         precisions: Sequence[str] = ("fp32",), phases: Sequence[str] = ("inference", "train"),
+         window_s: float = MIN_WINDOW_S, idle_s: float = MIN_WINDOW_S) -> list[sweep.Point]:
+    """Per phase and shape, one group (`sweep.groups`): its idle point, then every kernel at every precision.
+
+    The same grid on every device kind (on a CPU every point becomes a skipped row). `quick` keeps the first
+    shape (at most 8 timesteps), the first phase, the two PyTorch kernels and the shortest windows: enough
+    to check the plumbing, on a GPU or (all skipped) on a CPU.
     """
     lstm_shapes = check_shapes([list(s) for s in shapes])
     if quick:
@@ -125,15 +182,31 @@ def grid(*, kind: str, quick: bool, shapes: Sequence[Sequence[int]], kernel_name
                                  hidden=first.hidden)]
         phases = list(phases)[:1]
         kernel_names = [k for k in kernel_names if k in QUICK_KERNELS] or list(kernel_names)[:2]
-        window_s, idle_s = min(window_s, QUICK_WINDOW_S), min(idle_s, QUICK_WINDOW_S)
-    idle = sweep.Point(IDLE_KERNEL, IDLE_SHAPE, config={"idle_s": float(idle_s)})
-    return [idle] + [sweep.Point(kernel, shape, precision=precision, phase=phase,
-                                 config={"window_s": float(window_s)})
-                     for phase in phases for shape in lstm_shapes for precision in precisions
-                     for kernel in kernel_names]
+        window_s = idle_s = MIN_WINDOW_S
+    return [point for phase in phases for shape in lstm_shapes for point in [
+        sweep.Point(IDLE_KERNEL, shape, phase=phase, config={"idle_s": float(idle_s)}),
+        *(sweep.Point(kernel, shape, precision=precision, phase=phase, config={"window_s": float(window_s)})
+          for precision in precisions for kernel in kernel_names)]]
+
+
+def check_parameters(parameters: dict) -> None:
+    check_shapes(parameters["shapes"])
+    check_choices("kernel_names", parameters["kernel_names"], KERNELS)
+    check_choices("precisions", parameters["precisions"], sweep.PRECISIONS)
+    check_choices("phases", parameters["phases"], sweep.PHASES)
+    check_window(window_s=parameters["window_s"], idle_s=parameters["idle_s"])
+    check_windows(parameters["windows"])
 
 
 # --- measuring ------------------------------------------------------------------------------------
+
+def window_rounds(windows: int) -> Rounds:
+    """The sweep's plan for a group of energy points: each point's step is called once to warm up, then
+    once per round for `windows` rounds (one call per burst, no burst warm-up, no extra rounds), each
+    call one energy window."""
+    return Rounds(rounds=windows, warmup=1, burst_warmup=0, burst_s=0.0, burst_min_samples=1, burst_max_samples=1,
+                  extra_rounds=0)
+
 
 def unavailable(device: torch.device) -> str | None:
     """Why energy cannot be measured for a run on `device` (None: it can)."""
@@ -151,158 +224,306 @@ def _nvml_index(device: torch.device) -> int:
     return nvml_index(str(torch.cuda.get_device_properties(device).uuid), device.index or 0)
 
 
-def _open_monitor(device: torch.device, sync) -> GpuMonitor:
+def _open_monitor(device: torch.device, sync: Sync | None) -> GpuMonitor:
     return GpuMonitor(_nvml_index(device), sync=sync)
 
 
-def measure_point(point: sweep.Point, device: torch.device, *, unavailable_reason: Callable = unavailable,
-                  monitor_factory: Callable = _open_monitor, **timing_kwargs) -> sweep.PointResult:
-    """The `prepare` of this claim's sweep, which measures each point its own way (not in interleaved
-    rounds): the idle window, or a kernel's timing plus its energy window."""
+def _window_detail(windows: Sequence[GpuMeasurement]) -> dict[str, object]:
+    """What a row's `observed_detail` keeps of its windows, so the page can recompute everything."""
+    return {"energy_source": windows[0].energy_source, "window_energy_j": [w.energy_j for w in windows],
+            "window_duration_s": [w.duration_s for w in windows]}
+
+
+@dataclass
+class KernelWindows:
+    """A kernel point's step in its group's rounds: the first call (the rounds' warm-up) warms the kernel up
+    and sizes its window; every later call runs one energy window of `n` steps and keeps it."""
+
+    k: Built
+    sync: Sync | None
+    window_s: float
+    open_monitor: Callable[[], GpuMonitor]
+    timing: dict
+    n: int = 0  # steps per window; 0 until the warm-up sizes it
+    kept: list[tuple[Measurement, GpuMeasurement]] = field(default_factory=list)
+
+    def __call__(self) -> None:
+        if not self.n:
+            self.n = repetitions(time_call(self.k.step, sync=self.sync, **self.timing).median, self.window_s)
+            return
+        with self.open_monitor() as monitor:
+            steps, window = energy_window(self.k.step, self.sync, monitor, n=self.n, window_s=self.window_s)
+        self.n = steps.n  # a short window grew N: the later windows start from there
+        self.kept.append((steps, window))
+
+    def result(self, rounds: Measurement) -> sweep.PointResult:
+        """The row: every window's steps as one round of samples, in the group's round seed, flagged `noisy`
+        as the timing rounds flag a row (its time's interval over windows wider than +-10%)."""
+        samples = tuple(t for steps, _ in self.kept for t in steps.samples)
+        m = Measurement(samples=samples, warmup=rounds.warmup, threads=rounds.threads, sync=self.kept[0][0].sync,
+                        round_sizes=tuple(steps.n for steps, _ in self.kept), seed=rounds.seed)
+        m = replace(m, noisy=m.rel_halfwidth() > Rounds().noise_bound)
+        windows = [window for _, window in self.kept]
+        seen = self.k.observe()
+        return sweep.PointResult(measurement=m, flops=self.k.shape.flops(self.k.phase),
+                                 energy_j=sum(w.energy_j for w in windows),
+                                 observed=Observation(seen.kernel, {**seen.detail, **_window_detail(windows)}),
+                                 predicted_kernel=self.k.predicted_kernel, compute_dtype=self.k.compute_dtype)
+
+
+@dataclass
+class IdleWindows:
+    """The idle point's step in its group's rounds: nothing on the warm-up call, then one empty window of
+    `seconds` per round."""
+
+    seconds: float
+    open_monitor: Callable[[], GpuMonitor]
+    warmed: bool = False
+    kept: list[GpuMeasurement] = field(default_factory=list)
+
+    def __call__(self) -> None:
+        if not self.warmed:
+            self.warmed = True
+            return
+        with self.open_monitor() as monitor:
+            self.kept.append(idle_window(monitor, self.seconds))
+
+    def result(self, rounds: Measurement) -> sweep.PointResult:
+        """The row: each window's length as one round of one sample, in the group's round seed."""
+        m = Measurement(samples=tuple(w.duration_s for w in self.kept), warmup=0, threads=rounds.threads,
+                        sync="none", round_sizes=(1,) * len(self.kept), seed=rounds.seed)
+        return sweep.PointResult(measurement=m, energy_j=sum(w.energy_j for w in self.kept),
+                                 observed=Observation("none", _window_detail(self.kept)))
+
+
+def prepare_point(point: sweep.Point, device: torch.device, *, timing: dict,
+                  unavailable_reason: Callable[[torch.device], str | None] = unavailable,
+                  monitor_factory: Callable[[torch.device, Sync | None], GpuMonitor] = _open_monitor
+                  ) -> sweep.Prepared:
+    """This claim's `prepare` (`sweep.Prepare`): the point's windows as the step its group's rounds call.
+
+    `timing` is `timing.measure`'s options for the warm-up that sizes a kernel's window; each window opens
+    its own monitor (`monitor_factory(device, sync)`), so nothing stays open when a point fails.
+    """
     if reason := unavailable_reason(device):
         raise Skip(reason)
     if point.kernel == IDLE_KERNEL:
-        return _measure_idle(point, device, monitor_factory)
+        windows = IdleWindows(float(point.config["idle_s"]), partial(monitor_factory, device, sync_for(device)))
+        return sweep.Prepared(step=windows, sync=None, finish=windows.result)
     k = kernels.check_fused(kernels.build(point.kernel, point.shape, device, point.precision, point.phase))
-    timed = time_call(k.step, sync=k.sync, **timing_kwargs)  # warm-up and timing as every claim does
-    window_s = float(point.config["window_s"])
     sync = k.sync or sync_for(device)
-    with monitor_factory(device, sync) as monitor:
-        m, gm = energy_window(k.step, sync, monitor, n=repetitions(timed.median, window_s), window_s=window_s)
-    seen = k.observe()
-    return sweep.PointResult(measurement=m, flops=point.shape.flops(point.phase), energy_j=gm.energy_j,
-                         observed=Observation(seen.kernel, {**seen.detail, "energy_source": gm.energy_source}),
-                         predicted_kernel=k.predicted_kernel, compute_dtype=k.compute_dtype)
-
-
-def _measure_idle(point: sweep.Point, device: torch.device, monitor_factory: Callable) -> sweep.PointResult:
-    with monitor_factory(device, sync_for(device)) as monitor:
-        gm = idle_window(monitor, float(point.config["idle_s"]))
-    m = Measurement(samples=(gm.duration_s,), warmup=0, threads=torch.get_num_threads(), sync="none")
-    return sweep.PointResult(measurement=m, energy_j=gm.energy_j,
-                         observed=Observation("none", {"energy_source": gm.energy_source}))
+    steps = KernelWindows(k, sync, float(point.config["window_s"]), partial(monitor_factory, device, sync), timing)
+    return sweep.Prepared(step=steps, sync=None, finish=steps.result)
 
 
 def measure(points: list[sweep.Point], *, device: str, min_time: float, quick: bool = False,
-            **sweep_options) -> list[sweep.SweepReport]:
-    """Measure the points not yet stored for this hardware; without NVML every point is a `skipped` row."""
-    # one burst sizes each energy window (a quick run only checks the plumbing)
-    timing = dict(min_time=0.02, max_time=0.2, min_samples=3) if quick else dict(min_time=min_time, max_time=1.0)
-    return [sweep.run(NAME, points, partial(measure_point, **timing), device=device,
-                      **sweep_options)]
-
-
-def check_parameters(parameters: dict) -> None:
-    check_shapes(parameters["shapes"])
-    check_choices("kernel_names", parameters["kernel_names"], KERNELS)
-    check_choices("precisions", parameters["precisions"], sweep.PRECISIONS)
-    check_choices("phases", parameters["phases"], sweep.PHASES)
-    check_window(window_s=parameters["window_s"], idle_s=parameters["idle_s"])
+            windows: int = WINDOWS, **sweep_options) -> list[sweep.SweepReport]:
+    """Measure the points not yet stored for this hardware in rounds of energy windows; without NVML every
+    point is a `skipped` row at once."""
+    timing = dict(min_time=0.02, max_time=0.2, min_samples=3) if quick else dict(min_time=min_time, max_time=1.0,
+                                                                                 min_samples=3)
+    plan = window_rounds(min(windows, QUICK_WINDOWS) if quick else windows)
+    return [sweep.run(NAME, points, partial(prepare_point, timing=timing), plan, device=device, **sweep_options)]
 
 
 # --- the arithmetic ---------------------------------------------------------------------------------
 
-ENERGY_COLUMNS = ["hardware_id", "kernel", "precision", "phase", "shape", "batch", "timesteps", "features",
-                  "hidden", "layers", "bidirectional", "config", "repetitions", "sequences", "window_s",
-                  "median_ms", "energy_j", "mean_power_w", "idle_power_w", "above_idle_j", "j_per_seq",
-                  "seq_per_j", "j_per_1k_seq", "above_idle_j_per_1k_seq", "above_idle_seq_per_j", "observed_kernel"]
+REPEATED = "repeated windows"
+SINGLE_WINDOW = "single window (old method)"
+#: what identifies a group's rows: an idle row and the kernels measured in its rounds agree on all of these
+_GROUP = ["hardware_id", "phase", "batch", "timesteps", "features", "hidden", "layers", "bidirectional"]
+
+
+class Windows(NamedTuple):
+    """A stored row's energy windows, one entry each, and the method that stored them."""
+
+    energy_j: np.ndarray
+    duration_s: np.ndarray
+    steps: np.ndarray  # steps per window (1 per idle window)
+    method: str
+
+
+def row_windows(row: pd.Series) -> Windows:
+    """The windows of a loaded row (`results.load`): the lists its `observed_detail` keeps, or a row of the
+    old method read as one window, its `energy_j` over the sum of its samples."""
+    detail = json.loads(row["observed_detail"]) if row["observed_detail"] else {}
+    if "window_energy_j" in detail:
+        return Windows(np.asarray(detail["window_energy_j"], dtype=float),
+                       np.asarray(detail["window_duration_s"], dtype=float),
+                       np.asarray(row["round_sizes"], dtype=float), REPEATED)
+    return Windows(np.array([float(row["energy_j"])]), np.array([float(sum(row["samples"]))]),
+                   np.array([float(row["n_samples"])]), SINGLE_WINDOW)
 
 
 def shape_label(batch: int, timesteps: int, hidden: int) -> str:
     return f"batch {batch}, {timesteps} steps, hidden {hidden}"
 
 
-def idle_table(results: pd.DataFrame) -> pd.DataFrame:
-    """The idle power of every hardware set where it was measured (the newest idle window)."""
-    columns = ["hardware_id", "idle_power_w", "window_s", "energy_j", "observed_kernel"]
+def _measured(results: pd.DataFrame, idle: bool) -> pd.DataFrame:
+    """The `ok` rows with energy: the idle rows, or the kernels'."""
     if results.empty:
-        return pd.DataFrame(columns=columns)
-    idle = results[(results.kernel == IDLE_KERNEL) & (results.status == "ok") & results.energy_j.notna()]
+        return results
+    rows = results[(results.status == "ok") & results.energy_j.notna()]
+    return rows[(rows.kernel == IDLE_KERNEL) == idle]
+
+
+def _median_interval(values: np.ndarray) -> tuple[float, float, float]:
+    """The median over windows and its bootstrap interval; NaN where a window has no finite value."""
+    if not np.all(np.isfinite(values)):
+        return float("nan"), float("nan"), float("nan")
+    return bootstrap_median(one_per_round(values))
+
+
+IDLE_COLUMNS = ["hardware_id", "phase", "shape", "method", "windows", "window_s", "idle_power_w", "idle_power_w_lo",
+                "idle_power_w_hi"]
+
+
+def idle_table(results: pd.DataFrame) -> pd.DataFrame:
+    """The idle power of every group (or, by the old method, hardware set) where it was measured: the
+    median over its windows with the interval over windows."""
     rows = []
-    for _, row in idle.sort_values("created_at").groupby("hardware_id").tail(1).iterrows():
-        window = float(sum(row["samples"]))
-        rows.append({"hardware_id": row["hardware_id"], "idle_power_w": row["energy_j"] / window,
-                     "window_s": window, "energy_j": row["energy_j"], "observed_kernel": row["observed_kernel"]})
-    return pd.DataFrame(rows, columns=columns)
+    for _, row in _measured(results, idle=True).iterrows():
+        w = row_windows(row)
+        rows.append({"hardware_id": row["hardware_id"], "phase": row["phase"], "method": w.method,
+                     "shape": ("whole hardware set" if w.method == SINGLE_WINDOW
+                               else shape_label(int(row["batch"]), int(row["timesteps"]), int(row["hidden"]))),
+                     "windows": len(w.energy_j), "window_s": float(np.median(w.duration_s)),
+                     **dict(zip(IDLE_COLUMNS[-3:], _median_interval(w.energy_j / w.duration_s)))})
+    return pd.DataFrame(rows, columns=IDLE_COLUMNS)
+
+
+def _idle_power(row: pd.Series, idle: pd.DataFrame) -> np.ndarray:
+    """Idle power (W) for each window of a kernel row: the idle window of the same round where its group
+    measured one in the same rounds; else, for every window, the median idle power of its group's idle
+    row, or of the set's newest idle row (the old method's one per set); NaN without any."""
+    n = len(row_windows(row).energy_j)
+    mine = idle[idle.hardware_id == row["hardware_id"]] if not idle.empty else idle
+    if mine.empty:
+        return np.full(n, np.nan)
+    group = mine[np.logical_and.reduce([mine[k] == row[k] for k in _GROUP])]
+    for _, candidate in group.iterrows():
+        if interleaved(row, candidate):
+            w = row_windows(candidate)
+            return w.energy_j / w.duration_s
+    w = row_windows((group if not group.empty else mine).sort_values("created_at").iloc[-1])
+    return np.full(n, float(np.median(w.energy_j / w.duration_s)))
+
+
+ENERGY_COLUMNS = ["hardware_id", "kernel", "precision", "phase", "shape", "batch", "timesteps", "features", "hidden",
+                  "layers", "bidirectional", "config", "method", "windows", "sequences", "window_s", "median_ms",
+                  "mean_power_w", "idle_power_w", "j_per_1k_seq", "j_per_1k_seq_lo", "j_per_1k_seq_hi",
+                  "above_idle_j_per_1k_seq", "above_idle_j_per_1k_seq_lo", "above_idle_j_per_1k_seq_hi",
+                  "seq_per_j", "above_idle_seq_per_j", "observed_kernel", "round_seed", "round_sizes",
+                  # per window, for the ratios
+                  "w_j_per_seq", "w_above_j_per_seq", "w_s_per_step", "w_above_power_w"]
 
 
 def energy_table(results: pd.DataFrame) -> pd.DataFrame:
-    """One row per measured energy window: the sequences it covered, its energy total and above idle,
-    J per sequence, sequences per J and J per 1,000 sequences."""
-    if results.empty:
-        return pd.DataFrame(columns=ENERGY_COLUMNS)
-    ok = results[(results.kernel != IDLE_KERNEL) & (results.status == "ok") & results.energy_j.notna()]
-    idle = idle_table(results).set_index("hardware_id").idle_power_w.to_dict()
+    """One row per measured kernel row: its windows' energy per sequence, in total and above idle (the
+    median over windows with its interval), and the per-window values the ratios pair."""
+    idle = _measured(results, idle=True)
     rows = []
-    for _, row in ok.iterrows():
-        reps, batch = int(row["n_samples"]), int(row["batch"])
-        window = float(sum(row["samples"]))
-        sequences = reps * batch
-        energy = float(row["energy_j"])
-        idle_w = idle.get(row["hardware_id"], float("nan"))
-        above = energy - idle_w * window
-        total = per_item(energy, sequences)
-        above_per = per_item(above, sequences) if above > 0 else None
+    for _, row in _measured(results, idle=False).iterrows():
+        w = row_windows(row)
+        sequences = w.steps * int(row["batch"])
+        above_j = w.energy_j - _idle_power(row, idle) * w.duration_s
+        total = np.array(_median_interval(w.energy_j / sequences)) * 1000
+        above = np.array(_median_interval(above_j / sequences)) * 1000
         rows.append({
             **{k: row[k] for k in ("hardware_id", "kernel", "precision", "phase", "batch", "timesteps", "features",
-                                   "hidden", "layers", "bidirectional", "config")},
+                                   "hidden", "layers", "bidirectional", "config", "round_seed", "round_sizes")},
             "observed_kernel": what_ran(row["observed_kernel"], row["predicted_kernel"]),
-            "shape": shape_label(batch, int(row["timesteps"]), int(row["hidden"])),
-            "repetitions": reps, "sequences": sequences, "window_s": window,
-            "median_ms": float(row["median_s"]) * 1e3, "energy_j": energy, "mean_power_w": energy / window,
-            "idle_power_w": idle_w, "above_idle_j": above,
-            "j_per_seq": total.joules_per_item, "seq_per_j": total.items_per_joule,
-            "j_per_1k_seq": total.joules_per_item * 1000,
-            "above_idle_j_per_1k_seq": above_per.joules_per_item * 1000 if above_per else float("nan"),
-            "above_idle_seq_per_j": above_per.items_per_joule if above_per else float("nan"),
+            "shape": shape_label(int(row["batch"]), int(row["timesteps"]), int(row["hidden"])),
+            "method": w.method, "windows": len(w.energy_j), "sequences": int(sequences.sum()),
+            "window_s": float(np.median(w.duration_s)), "median_ms": float(row["median_s"]) * 1e3,
+            "mean_power_w": float(np.median(w.energy_j / w.duration_s)),
+            "idle_power_w": float(np.median((w.energy_j - above_j) / w.duration_s)),
+            **dict(zip(["j_per_1k_seq", "j_per_1k_seq_lo", "j_per_1k_seq_hi"], total)),
+            **dict(zip(["above_idle_j_per_1k_seq", "above_idle_j_per_1k_seq_lo", "above_idle_j_per_1k_seq_hi"], above)),
+            "seq_per_j": 1000 / total[0], "above_idle_seq_per_j": 1000 / above[0] if above[0] > 0 else np.nan,
+            "w_j_per_seq": w.energy_j / sequences, "w_above_j_per_seq": above_j / sequences,
+            "w_s_per_step": w.duration_s / w.steps, "w_above_power_w": above_j / w.duration_s,
         })
     return pd.DataFrame(rows, columns=ENERGY_COLUMNS)
 
 
 _MATCH = ["hardware_id", "phase", "batch", "timesteps", "features", "hidden", "layers", "bidirectional", "config"]
-RATIO_COLUMNS = ["hardware_id", "kernel", "baseline", "precision", "phase", "shape", "energy_ratio",
-                 "above_idle_ratio", "time_ratio", "power_ratio"]
+#: per ratio: its column prefix in the ratio table, and the per-window column of the energy table it divides
+_RATIOS = {"energy_ratio": "w_j_per_seq", "above_idle_ratio": "w_above_j_per_seq", "time_ratio": "w_s_per_step",
+           "proportionality": "w_above_power_w"}
+RATIO_COLUMNS = ["hardware_id", "kernel", "baseline", "precision", "phase", "shape", "method", "windows", "paired",
+                 "judged", "why_not_judged",
+                 *(f"{name}{end}" for name in _RATIOS for end in ("", "_lo", "_hi")), "replicates"]
 
 
-def _pair_ratios(table: pd.DataFrame, pairs: Sequence[tuple[dict, dict]], keys: Sequence[str]) -> pd.DataFrame:
-    """For each (numerator selector, denominator selector): numerator / denominator at equal `keys`."""
+def _window_ratio(numerator: np.ndarray, denominator: np.ndarray,
+                  paired: bool) -> tuple[float, float, float, np.ndarray | None]:
+    """A ratio of two rows' per-window values (median over windows), its interval and bootstrap replicates;
+    NaN where a window's value is missing or not positive (power that did not rise above idle)."""
+    if not (np.all(np.isfinite(numerator)) and np.all(np.isfinite(denominator))
+            and np.all(numerator > 0) and np.all(denominator > 0)):
+        return float("nan"), float("nan"), float("nan"), None
+    ratio, boot = ratio_replicates(one_per_round(numerator), one_per_round(denominator), paired=paired)
+    return (ratio, *percentile_interval(boot), boot)
+
+
+def _why_not_judged(a: pd.Series, b: pd.Series, paired: bool) -> str:
+    """Why the rule cannot judge the pair of rows `a`, `b` ('' when it can)."""
+    if SINGLE_WINDOW in (a["method"], b["method"]):
+        return "a single window (old method): no interval"
+    if min(a["windows"], b["windows"]) < MIN_JUDGED_WINDOWS:
+        return f"fewer than {MIN_JUDGED_WINDOWS} windows"
+    if not paired:
+        return "the two kernels' windows were not interleaved"
+    if not (np.all(a["w_above_power_w"] > 0) and np.all(b["w_above_power_w"] > 0)):
+        return "no idle window, or a window that drew no more than idle power"
+    return ""
+
+
+def _pairs(table: pd.DataFrame, selectors: Sequence[tuple[dict, dict]], keys: Sequence[str]) -> pd.DataFrame:
+    """For each (numerator selector, denominator selector): every ratio of `_RATIOS` at equal `keys`, window by
+    window where the two were interleaved, and whether the rule can judge the pair."""
     rows = []
-    for num_sel, den_sel in pairs:
+    for num_sel, den_sel in selectors:
         num = table.loc[np.logical_and.reduce([table[k] == v for k, v in num_sel.items()])]
         den = table.loc[np.logical_and.reduce([table[k] == v for k, v in den_sel.items()])]
-        merged = num.merge(den, on=list(keys), suffixes=("", "_base"))
-        for _, r in merged.iterrows():
-            base = lambda column: r.get(f"{column}_base", r[column])  # noqa: E731 - a key column has no _base
-            rows.append({"hardware_id": r["hardware_id"], "kernel": r["kernel"], "baseline": base("kernel"),
-                         "precision": r["precision"], "precision_base": base("precision"), "phase": r["phase"],
-                         "shape": r["shape"],
-                         "energy_ratio": r["j_per_seq"] / r["j_per_seq_base"],
-                         "above_idle_ratio": r["above_idle_j"] / r["sequences"]
-                         / (r["above_idle_j_base"] / r["sequences_base"]),
-                         "time_ratio": r["median_ms"] / r["median_ms_base"],
-                         "power_ratio": r["mean_power_w"] / r["mean_power_w_base"]})
-    return pd.DataFrame(rows, columns=[*RATIO_COLUMNS, "precision_base"])
+        for _, a in num.iterrows():
+            match = den.loc[np.logical_and.reduce([den[k] == a[k] for k in keys])]
+            if match.empty:
+                continue
+            b = match.iloc[-1]
+            paired = interleaved(a, b)
+            why = _why_not_judged(a, b, paired)
+            row = {k: a[k] for k in ("hardware_id", "kernel", "precision", "phase", "shape", "method")}
+            row.update(baseline=b["kernel"], baseline_precision=b["precision"], paired=paired,
+                       method=b["method"] if b["method"] == SINGLE_WINDOW else a["method"],
+                       windows=min(a["windows"], b["windows"]), judged=not why, why_not_judged=why)
+            for name, column in _RATIOS.items():
+                ratio, lo, hi, boot = _window_ratio(a[column], b[column], paired)
+                row.update({name: ratio, f"{name}_lo": lo, f"{name}_hi": hi})
+            row["replicates"] = boot  # the proportionality's, the last of _RATIOS
+            rows.append(row)
+    return pd.DataFrame(rows, columns=[*RATIO_COLUMNS, "baseline_precision"])
 
 
 def energy_ratios(results: pd.DataFrame) -> pd.DataFrame:
-    """Each fallback's energy per sequence over its fused kernel's at the same configuration and precision,
-    total and above idle, beside the time ratio (the hypothesis: the two are equal) and the power ratio."""
+    """Each fallback over its fused kernel at the same configuration and precision: energy per sequence in
+    total and above idle, time per step, and their quotient, the proportionality S (see the module)."""
     table = energy_table(results)
     if table.empty:
         return pd.DataFrame(columns=RATIO_COLUMNS)
     pairs = [({"kernel": k}, {"kernel": base}) for k, base in PAIRS.items()]
-    return _pair_ratios(table, pairs, [*_MATCH, "precision"])[RATIO_COLUMNS]
+    return _pairs(table, pairs, [*_MATCH, "precision"])[RATIO_COLUMNS]
 
 
 def amp_ratios(results: pd.DataFrame, low: str = "fp16") -> pd.DataFrame:
-    """Each kernel's energy per sequence under AMP (`low`) over fp32 at the same configuration."""
+    """Each kernel's energy per sequence (and time) under AMP (`low`) over fp32 at the same configuration."""
     table = energy_table(results)
     if table.empty:
         return pd.DataFrame(columns=RATIO_COLUMNS)
-    pairs = [({"kernel": k, "precision": low}, {"kernel": k, "precision": "fp32"})
-             for k in sorted(table.kernel.unique())]
-    out = _pair_ratios(table, pairs, [*_MATCH, "kernel"])
-    out["baseline"] = out["kernel"] + " fp32"
+    pairs = [({"kernel": k, "precision": low}, {"kernel": k, "precision": "fp32"}) for k in sorted(set(table.kernel))]
+    out = _pairs(table, pairs, [*_MATCH, "kernel"])
+    out["baseline"] = out["kernel"] + " " + out["baseline_precision"]
     return out[RATIO_COLUMNS]
 
 
@@ -312,7 +533,7 @@ def skip_reasons(results: pd.DataFrame) -> dict[str, str]:
     """Per hardware set with no energy measured: why (the reason its skipped rows carry)."""
     if results.empty:
         return {}
-    measured = set(energy_table(results).hardware_id)
+    measured = set(_measured(results, idle=False).hardware_id)
     out = {}
     for hardware_id, part in results.groupby("hardware_id"):
         if hardware_id in measured:
@@ -323,28 +544,47 @@ def skip_reasons(results: pd.DataFrame) -> dict[str, str]:
     return out
 
 
+def reading(low: float, high: float) -> str:
+    """What an interval of the proportionality S says, in the rule's words."""
+    if high < BAND[0]:
+        return "less than proportional"
+    if low >= BAND[1]:
+        return "more than proportional"
+    if BAND[0] <= low and high < BAND[1]:
+        return "proportional"
+    return "cannot tell whether proportional"
+
+
 def verdicts(results: pd.DataFrame) -> list[Verdict]:
-    """One verdict per hardware set: the geometric-mean energy ratio of the headline fallbacks, banded."""
+    """One verdict per hardware set: the geometric-mean proportionality of the headline pairs it can judge,
+    decided on its interval."""
     table = energy_ratios(results)
     reasons = skip_reasons(results)
     out = []
     for hardware_id in sorted(results.hardware_id.unique()) if not results.empty else []:
         mine = table[(table.hardware_id == hardware_id) & table.kernel.isin(HEADLINE)]
-        mine = mine[np.isfinite(mine.energy_ratio.astype(float))]
         if mine.empty:
             why = reasons.get(hardware_id, "no fallback/fused energy pair stored")
             out.append(Verdict(NAME, STATEMENT, hardware_id, SEED_FIGURE, None, f"not measured: {why}",
                                Outcome.NOT_MEASURED, RULE))
             continue
-        figure = geomean(mine.energy_ratio)
-        above = mine.above_idle_ratio.astype(float)
-        above = above[np.isfinite(above) & (above > 0)]
-        what = ", ".join(sorted(mine.kernel.unique()))
-        text = (f"{figure:.2f}x the fused kernel's energy per sequence (geometric mean of {len(mine)} "
-                f"configurations: {what}; time ratio {geomean(mine.time_ratio):.2f}x"
-                + (f", above idle {geomean(above):.2f}x" if len(above) else "") + ")")
-        out.append(Verdict(NAME, STATEMENT, hardware_id, SEED_FIGURE, figure, text,
-                           BANDS.decide(figure, figure), RULE))
+        judged, left_out = mine[mine.judged], mine[~mine.judged]
+        left = (f"; {len(left_out)} configuration(s) not judged: "
+                + "; ".join(f"{n} {why}" for why, n in left_out.why_not_judged.value_counts().items())
+                if len(left_out) else "")
+        if judged.empty:
+            out.append(Verdict(NAME, STATEMENT, hardware_id, SEED_FIGURE, None,
+                               f"no configuration can be judged{left}", Outcome.INCONCLUSIVE, RULE))
+            continue
+        figure = geomean(judged.proportionality)
+        low, high = geomean_interval(list(judged.replicates))
+        text = (f"S = {figure:.2f} (95% CI {low:.2f}-{high:.2f}): {reading(low, high)}; energy above idle per "
+                f"sequence {geomean(judged.above_idle_ratio):.2f}x the fused kernel's for "
+                f"{geomean(judged.time_ratio):.2f}x its time (total energy {geomean(judged.energy_ratio):.2f}x); "
+                f"geometric mean of {len(judged)} configurations: {', '.join(sorted(judged.kernel.unique()))}"
+                f"{left}")
+        out.append(Verdict(NAME, STATEMENT, hardware_id, SEED_FIGURE, figure, text, BANDS.decide(low, high), RULE,
+                           low, high))
     return out
 
 
@@ -352,7 +592,7 @@ def verdicts(results: pd.DataFrame) -> list[Verdict]:
 
 def status_note(results: pd.DataFrame) -> str:
     """Markdown: where energy was measured, and where not and why."""
-    measured = sorted(set(energy_table(results).hardware_id))
+    measured = sorted(set(_measured(results, idle=False).hardware_id)) if not results.empty else []
     lines = []
     if measured:
         lines.append("Energy was measured on: " + ", ".join(f"`{h}`" for h in measured) + ".")
@@ -368,42 +608,96 @@ def status_note(results: pd.DataFrame) -> str:
 def method_table() -> pd.DataFrame:
     """The comparisons this page makes, as a table."""
     rows = [{"fallback": k, "fused baseline": base, "what breaks the fused path": cudnn_fallback.TRIGGERS[k][1],
-             "in the verdict": k in HEADLINE} for k, base in PAIRS.items()]
+             "measured by default": k in DEFAULT_KERNELS, "in the verdict": k in HEADLINE}
+            for k, base in PAIRS.items()]
     return pd.DataFrame(rows)
 
 
+def _with_interval(value: float, low: float, high: float) -> str:
+    return f"{value:.3g} ({low:.3g}-{high:.3g})" if np.isfinite(value) else "n/a"
+
+
 def summary(results: pd.DataFrame) -> pd.DataFrame:
-    """The energy table as the page shows it: per hardware set, shape, phase, kernel and precision."""
+    """The energy table as the page shows it: per hardware set, shape, phase, kernel and precision, the
+    median over windows with its 95% interval."""
     table = energy_table(results)
-    columns = {"hardware_id": "hardware", "shape": "shape", "phase": "phase", "kernel": "kernel",
-               "precision": "precision", "median_ms": "ms per step", "sequences": "sequences in window",
-               "window_s": "window (s)", "mean_power_w": "mean power (W)", "idle_power_w": "idle (W)",
-               "j_per_1k_seq": "J per 1,000 seq", "above_idle_j_per_1k_seq": "J per 1,000 seq above idle",
-               "seq_per_j": "seq per J", "above_idle_seq_per_j": "seq per J above idle"}
+    columns = ["hardware", "shape", "phase", "kernel", "precision", "method", "windows", "ms per step",
+               "window (s)", "mean power (W)", "idle (W)", "J per 1,000 seq", "J per 1,000 seq above idle",
+               "seq per J", "seq per J above idle"]
     if table.empty:
-        return pd.DataFrame(columns=list(columns.values()))
-    return (table.sort_values(["hardware_id", "batch", "phase", "kernel", "precision"])[list(columns)]
-            .rename(columns=columns).reset_index(drop=True))
+        return pd.DataFrame(columns=columns)
+    table = table.sort_values(["hardware_id", "batch", "phase", "kernel", "precision"])
+    return pd.DataFrame({
+        "hardware": table.hardware_id, "shape": table["shape"], "phase": table.phase, "kernel": table.kernel,
+        "precision": table.precision, "method": table.method, "windows": table.windows,
+        "ms per step": table.median_ms, "window (s)": table.window_s, "mean power (W)": table.mean_power_w,
+        "idle (W)": table.idle_power_w,
+        "J per 1,000 seq": [_with_interval(*v) for v in table[["j_per_1k_seq", "j_per_1k_seq_lo",
+                                                                  "j_per_1k_seq_hi"]].to_numpy()],
+        "J per 1,000 seq above idle": [_with_interval(*v) for v in table[[
+            "above_idle_j_per_1k_seq", "above_idle_j_per_1k_seq_lo", "above_idle_j_per_1k_seq_hi"]].to_numpy()],
+        "seq per J": table.seq_per_j, "seq per J above idle": table.above_idle_seq_per_j,
+    }).reset_index(drop=True)
+
+
+def ratio_summary(ratios: pd.DataFrame) -> pd.DataFrame:
+    """Every fallback/fused pair as the page shows it: the three ratios and S with their 95% intervals, what
+    S says, and whether the rule judges the pair (and why not)."""
+    columns = ["hardware", "kernel", "baseline", "precision", "phase", "shape", "windows", "time ratio",
+               "energy ratio above idle", "energy ratio, total", "S", "reading", "judged"]
+    if ratios.empty:
+        return pd.DataFrame(columns=columns)
+
+    def interval(row: pd.Series, name: str) -> str:
+        return _with_interval(row[name], row[f"{name}_lo"], row[f"{name}_hi"])
+
+    return pd.DataFrame([{
+        "hardware": r.hardware_id, "kernel": r.kernel, "baseline": r.baseline, "precision": r.precision,
+        "phase": r.phase, "shape": r["shape"], "windows": r.windows, "time ratio": interval(r, "time_ratio"),
+        "energy ratio above idle": interval(r, "above_idle_ratio"), "energy ratio, total": interval(r, "energy_ratio"),
+        "S": interval(r, "proportionality"),
+        "reading": reading(r.proportionality_lo, r.proportionality_hi) if np.isfinite(r.proportionality) else "n/a",
+        "judged": "yes" if r.judged else f"no: {r.why_not_judged}"} for _, r in ratios.iterrows()], columns=columns)
+
+
+def proportionality_summary(ratios: pd.DataFrame) -> pd.DataFrame:
+    """S per hardware set, fallback and phase over the judged configurations: the geometric mean with the
+    interval over configurations and windows the verdict uses, in the layout `plots.ratio_bars` draws."""
+    columns = ["hardware_id", "kernel", "phase", "ratio", "ratio_lo", "ratio_hi"]
+    judged = ratios[ratios.judged.astype(bool)] if not ratios.empty else ratios
+    if judged.empty:
+        return pd.DataFrame(columns=columns)
+    rows = []
+    for (hardware_id, kernel, phase), part in judged.groupby(["hardware_id", "kernel", "phase"]):
+        low, high = geomean_interval(list(part.replicates))
+        rows.append({"hardware_id": hardware_id, "kernel": kernel, "phase": phase,
+                     "ratio": geomean(part.proportionality), "ratio_lo": low, "ratio_hi": high})
+    return pd.DataFrame(rows, columns=columns)
 
 
 def amp_summary(results: pd.DataFrame) -> pd.DataFrame:
-    """AMP's energy per sequence over fp32, with `ratio_lo`/`ratio_hi` equal to the ratio (one window each,
-    no interval), in the layout `plots.ratio_bars` draws; `case` names the shape and phase."""
+    """AMP's total energy per sequence over fp32 with its interval over windows, in the layout
+    `plots.ratio_bars` draws; `case` names the shape and phase."""
+    columns = ["hardware_id", "kernel", "case", "ratio", "ratio_lo", "ratio_hi", "time_ratio"]
     table = amp_ratios(results)
+    table = table[np.isfinite(table.energy_ratio.astype(float))] if not table.empty else table
     if table.empty:
-        return pd.DataFrame(columns=["hardware_id", "kernel", "case", "ratio", "ratio_lo", "ratio_hi", "time_ratio"])
+        return pd.DataFrame(columns=columns)
     return table.assign(case=table["shape"] + ", " + table["phase"], ratio=table.energy_ratio,
-                        ratio_lo=table.energy_ratio, ratio_hi=table.energy_ratio)[
-        ["hardware_id", "kernel", "case", "ratio", "ratio_lo", "ratio_hi", "time_ratio"]]
+                        ratio_lo=table.energy_ratio_lo, ratio_hi=table.energy_ratio_hi)[columns]
 
 
-_DEFAULTS = dict(shapes=[[16, 32, 128, 128], [64, 128, 512, 1024]], kernel_names=list(KERNELS),
-                 precisions=["fp32", "fp16"], phases=list(sweep.PHASES), window_s=0.5, idle_s=1.0)
+_DEFAULTS = dict(shapes=[[16, 32, 128, 128], [64, 128, 512, 1024]], kernel_names=list(DEFAULT_KERNELS),
+                 precisions=["fp32"], phases=list(sweep.PHASES), window_s=MIN_WINDOW_S, idle_s=MIN_WINDOW_S,
+                 windows=WINDOWS)
 CLAIM = Claim(
     number=NUMBER, name=NAME, statement=STATEMENT, seed_figure=SEED_FIGURE, rule=RULE,
     # shapes are [batch, timesteps, features, hidden]: a small and a large one; on a CPU every point is a
-    # skipped row saying NVML is not there
+    # skipped row saying NVML is not there. fp32 only by default, so that five windows of a second per
+    # point fit the GPU lease beside the other claims; AMP's energy is measured with precisions
+    # ["fp32", "fp16"]
     defaults={"cpu": dict(_DEFAULTS), "cuda": dict(_DEFAULTS)},
-    grid=grid, measure=measure, verdicts=verdicts, check=check_parameters,
-    seconds_per_point={"cpu": 0.05, "cuda": 2.5},
+    grid=grid, measure=measure, verdicts=verdicts, check=check_parameters, measure_options=("windows",),
+    # a kernel point: build, the warm-up that sizes its window, 5 windows of ~1.1 s, the look at what ran
+    seconds_per_point={"cpu": 0.05, "cuda": 7.5},
 )

@@ -27,7 +27,7 @@ Keras mode runs TensorFlow's generic loop, and the verdict is the CPU analogue o
 from __future__ import annotations
 
 import json
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from functools import partial
 
@@ -36,24 +36,53 @@ import pandas as pd
 import torch
 
 from lstmstudy import kernels, sweep
-from lstmstudy.claims import Claim, Outcome, Verdict, timing_plan
+from lstmstudy.claims import Bands, Claim, Outcome, Verdict, combine, holds_from, settle, timing_plan
 from lstmstudy.errors import Skip
 from lstmstudy.observe import time_inside, what_ran
 from lstmstudy.parameters import check_choices, check_positive_ints
 from lstmstudy.shapes import LSTMShape
-from lstmstudy.stats import geomean
+from lstmstudy.stats import geomean, geomean_interval, row_replicates
 from lstmstudy.timing import Measurement
 
 NAME = "frameworks_vs_baseline"
 NUMBER = "04"
 STATEMENT = "PyTorch's LSTM is ~50% slower than the raw cuDNN baseline (DeepBench), and TensorFlow far slower"
-SEED_FIGURE = ("PyTorch 1.53x DeepBench (MPE -0.53), TF Mode 0 18.8x DeepBench (MPE -17.75); one LSTM layer, "
-               "inference, TITAN V")
+PYTORCH_ONLY = ("PyTorch's LSTM is ~50% slower than the raw cuDNN baseline (DeepBench); the TensorFlow half is "
+                "not measured (Keras ran on another backend)")
+SEED_FIGURE = ('"about 53% slower than our DeepBench CUDA baseline"; Table 2: "DeepBench vs PyTorch -0.53045191", '
+               '"DeepBench vs TF Mode 0 -17.75424073"; "Tensorflow Mode 0 is significantly slower than PyTorch" '
+               '(seed 003: TITAN V, one LSTM layer, inference). Derived: TF Mode 0 takes 18.8x DeepBench\'s time '
+               'on average (1 + 17.75)')
 SLOWDOWN_BAND = (1.25, 2.0)
-RULE = ("reproduced if torch.fused's geometric-mean slowdown over torch.raw is within 1.25-2.0x AND "
-        "keras.cudnn_auto is slower than torch.fused (geometric-mean ratio above 1), fp32, over the grid; "
-        "partly if exactly one holds; not reproduced if neither. On a CPU the baseline is oneDNN, not cuDNN: "
-        "the CPU analogue of the claim")
+#: "far slower": TensorFlow at least twice PyTorch's time. The seed's own figures put it near 12x (18.8x /
+#: 1.53x, derived); 2x is the smallest gap that is plainly more than the ~1.5x the paper itself calls PyTorch's
+#: "about 53% slower", so a claim of "far" cannot be met by launch overheads of a few tens of percent.
+FAR_SLOWER = 2.0
+RULE = ("two parts, fp32, each on the 95% interval of a geometric-mean ratio over the grid's configurations "
+        "(a bootstrap over configurations and each one's rounds and samples). PyTorch: torch.fused's slowdown "
+        "over torch.raw holds if its interval lies within 1.25-2.0x, fails if it lies below 1.25x or above 2.0x. "
+        f"TensorFlow 'far slower': keras.cudnn_auto over torch.fused holds if its interval lies at or above "
+        f"{FAR_SLOWER:.0f}x, fails if below; not measured where Keras ran on a backend other than TensorFlow (the "
+        "verdict is then on the PyTorch half alone, and says so). Reproduced if both hold, partly if one holds and "
+        "the other fails, not reproduced if neither, inconclusive if an interval across a threshold could change "
+        "the outcome. On a CPU the baseline is oneDNN, not cuDNN: the CPU analogue of the claim")
+PYTORCH_PART = Bands(SLOWDOWN_BAND, (Outcome.NOT_REPRODUCED, Outcome.REPRODUCED, Outcome.NOT_REPRODUCED))
+TENSORFLOW_PART = holds_from(FAR_SLOWER)
+
+IMPL_STATEMENT = "TF Mode 1 (implementation=1) is faster than Mode 2 at batch sizes up to 16; Mode 2 above"
+IMPL_SEED = ('"Figure 1, which maps batch size to the forwarding time, shows mode 1 performing better than mode 2 '
+             'for batch sizes smaller than equal to 16. However, as we increase the batch size even further, mode 1 '
+             'falls behind mode 2" (seed 003, TITAN V, inference)')
+IMPL_SMALL_BATCH = 16
+IMPL_RULE = (f"keras.impl1 (implementation=1) against keras.impl2 (implementation=2), both Keras's generic kernel, "
+             f"fp32: part (i), at batch <= {IMPL_SMALL_BATCH}, Mode 2 over Mode 1 time (geometric mean over those "
+             f"configurations) holds if its 95% interval lies above 1 (Mode 1 faster), fails if below; part (ii), at "
+             f"batch > {IMPL_SMALL_BATCH}, Mode 1 over Mode 2 time holds if its interval lies above 1. Reproduced if "
+             f"both hold, partly if one holds and the other fails, not reproduced if neither, inconclusive if an "
+             f"interval across 1 could change the outcome. Keras 3 honours `implementation` in its generic cell "
+             f"(four matmuls per step at 1, one at 2) on every backend, so Keras-on-torch rows are judged too, "
+             f"labelled so")
+MODE_PART = Bands((1.0,), (Outcome.NOT_REPRODUCED, Outcome.REPRODUCED))
 
 #: our kernel -> the paper's name for it
 PAPER_NAMES: dict[str, str] = {
@@ -217,25 +246,32 @@ def _kinds(results: pd.DataFrame) -> dict[str, str]:
         if not results.empty else {}
 
 
-def paired(results: pd.DataFrame, first: tuple[str, str], second: tuple[str, str]) -> pd.DataFrame:
+def paired(results: pd.DataFrame, first: tuple[str, str], second: tuple[str, str], *,
+           replicates: bool = False) -> pd.DataFrame:
     """Median times of two (kernel, precision) at the same configuration, per hardware set.
 
-    `precision` may be AMP, resolved per hardware set. Columns: hardware_id, the shape, t_first, t_second.
+    `precision` may be AMP, resolved per hardware set. Columns: hardware_id, the shape, t_first, t_second;
+    with `replicates`, also the bootstrap replicates of second/first (`stats.row_replicates`: over rounds and
+    samples, paired where the two were timed in the same rounds).
     """
     ok = timed(results)
     parts = []
     for hw, kind in _kinds(results).items():
         mine = ok[ok.hardware_id == hw]
         sides = []
-        for (kernel, precision), name in ((first, "t_first"), (second, "t_second")):
+        for kernel, precision in (first, second):
             side = mine[(mine.kernel == kernel) & (mine.precision == _resolve(precision, kind))]
             # one row per shape: a set measured with Keras on two backends keeps the newer
-            side = side.sort_values("created_at").drop_duplicates(SHAPE_COLUMNS, keep="last")
-            sides.append(side.set_index(SHAPE_COLUMNS)["median_s"].rename(name))
-        joined = pd.concat(sides, axis=1, join="inner").reset_index()
-        parts.append(joined.assign(hardware_id=hw))
-    columns = ["hardware_id", *SHAPE_COLUMNS, "t_first", "t_second"]
-    return pd.concat(parts, ignore_index=True)[columns] if parts else pd.DataFrame(columns=columns)
+            sides.append(side.sort_values("created_at").drop_duplicates(SHAPE_COLUMNS, keep="last")
+                         .set_index(SHAPE_COLUMNS))
+        for shape in sides[0].index.intersection(sides[1].index):
+            a, b = sides[0].loc[shape], sides[1].loc[shape]
+            row = {"hardware_id": hw, **dict(zip(SHAPE_COLUMNS, shape)), "t_first": a.median_s, "t_second": b.median_s}
+            if replicates:
+                row["replicates"] = row_replicates(b, a)[1]
+            parts.append(row)
+    columns = ["hardware_id", *SHAPE_COLUMNS, "t_first", "t_second", *(["replicates"] if replicates else [])]
+    return pd.DataFrame(parts, columns=columns)
 
 
 @dataclass(frozen=True)
@@ -301,14 +337,21 @@ def table2_wide(results: pd.DataFrame) -> pd.DataFrame:
     return seed.join(wide).reindex(order).reset_index()
 
 
-def ratio(results: pd.DataFrame, kernel: str, baseline: str, precision: str = "fp32") -> pd.DataFrame:
-    """Per hardware set: the geometric mean of `kernel`'s time over `baseline`'s, and over how many configurations."""
-    table = paired(results, (baseline, precision), (kernel, precision))
-    if table.empty:
-        return pd.DataFrame(columns=["hardware_id", "ratio", "n", "slower_in"])
-    grouped = table.assign(r=table.t_second / table.t_first).groupby("hardware_id").r
-    return pd.DataFrame({"ratio": grouped.agg(geomean), "n": grouped.size(),
-                         "slower_in": grouped.agg(lambda r: int((r > 1).sum()))}).reset_index()
+def ratio(results: pd.DataFrame, kernel: str, baseline: str, precision: str = "fp32",
+          batches: Callable[[int], bool] = lambda batch: True) -> pd.DataFrame:
+    """Per hardware set: the geometric mean of `kernel`'s time over `baseline`'s and its 95% interval (over
+    configurations and each one's rounds and samples: `stats.geomean_interval`), over how many
+    configurations, and in how many the kernel was slower. `batches` picks the batch sizes it covers."""
+    columns = ["hardware_id", "ratio", "ratio_lo", "ratio_hi", "n", "slower_in"]
+    table = paired(results, (baseline, precision), (kernel, precision), replicates=True)
+    table = table[[bool(batches(int(b))) for b in table.batch]] if len(table) else table
+    rows = []
+    for hw, part in table.groupby("hardware_id", sort=True):
+        ratios = part.t_second / part.t_first
+        lo, hi = geomean_interval(list(part.replicates))
+        rows.append({"hardware_id": hw, "ratio": geomean(ratios), "ratio_lo": lo, "ratio_hi": hi, "n": len(part),
+                     "slower_in": int((ratios > 1).sum())})
+    return pd.DataFrame(rows, columns=columns)
 
 
 def _backend(results: pd.DataFrame, hw: str) -> str:
@@ -322,29 +365,63 @@ def _lookup(frame: pd.DataFrame, hw: str) -> pd.Series | None:
     return mine.iloc[0] if len(mine) else None
 
 
+def _interval_text(row: pd.Series) -> str:
+    return f"{row.ratio:.2f}x (95% CI {row.ratio_lo:.2f}-{row.ratio_hi:.2f}, {int(row.n)} configurations)"
+
+
+_PART_WORDS = {Outcome.REPRODUCED: "holds", Outcome.NOT_REPRODUCED: "fails",
+               Outcome.INCONCLUSIVE: "undecided (its interval straddles a threshold)"}
+
+
 def verdicts(results: pd.DataFrame) -> list[Verdict]:
-    """One verdict per hardware set from the rule (see RULE)."""
+    """Per hardware set, from the rules: the claim (RULE), then the paper's Mode 1 vs Mode 2 (IMPL_RULE)."""
     pytorch = ratio(results, "torch.fused", "torch.raw")
     tensorflow = ratio(results, "keras.cudnn_auto", "torch.fused")
     out = []
     for hw, kind in _kinds(results).items():
-        statement = STATEMENT if kind == "cuda" else STATEMENT + " (CPU analogue: oneDNN baseline, no cuDNN)"
+        analogue = "" if kind == "cuda" else " (CPU analogue: oneDNN baseline, no cuDNN)"
         pt, tf = _lookup(pytorch, hw), _lookup(tensorflow, hw)
-        if pt is None or tf is None:
+        keras_on_tensorflow = keras_name(_backend(results, hw)) == "TF"
+        statement = (STATEMENT if keras_on_tensorflow else PYTORCH_ONLY) + analogue
+        if pt is None or (tf is None and keras_on_tensorflow):
             halves = (("torch.fused vs torch.raw", pt), ("keras.cudnn_auto vs torch.fused", tf))
             missing = " and ".join(w for w, r in halves if r is None)
             out.append(Verdict(NAME, statement, hw, SEED_FIGURE, None, f"not measured ({missing})",
                                Outcome.NOT_MEASURED, RULE))
-            continue
-        pytorch_holds = SLOWDOWN_BAND[0] <= pt.ratio <= SLOWDOWN_BAND[1]
-        tensorflow_holds = tf.ratio > 1.0
-        outcome = (Outcome.REPRODUCED if pytorch_holds and tensorflow_holds
-                   else Outcome.PARTLY if pytorch_holds or tensorflow_holds else Outcome.NOT_REPRODUCED)
-        text = (f"torch.fused {pt.ratio:.2f}x torch.raw ({'within' if pytorch_holds else 'outside'} 1.25-2.0x, "
-                f"{int(pt.n)} configurations); keras.cudnn_auto {tf.ratio:.2f}x torch.fused "
-                f"({'slower' if tensorflow_holds else 'not slower'}, {int(tf.n)} configurations)")
-        out.append(Verdict(NAME, statement, hw, SEED_FIGURE, float(pt.ratio), text, outcome, RULE))
+        else:
+            parts = [PYTORCH_PART.possible(pt.ratio_lo, pt.ratio_hi)]
+            text = (f"torch.fused {_interval_text(pt)} torch.raw: "
+                    f"{_PART_WORDS[PYTORCH_PART.decide(pt.ratio_lo, pt.ratio_hi)]} (1.25-2.0x)")
+            if keras_on_tensorflow:
+                parts.append(TENSORFLOW_PART.possible(tf.ratio_lo, tf.ratio_hi))
+                text += (f"; keras.cudnn_auto (TF Mode 0) {_interval_text(tf)} torch.fused: "
+                         f"{_PART_WORDS[TENSORFLOW_PART.decide(tf.ratio_lo, tf.ratio_hi)]} (far slower: "
+                         f">= {FAR_SLOWER:.0f}x)")
+            else:
+                text += "; the TensorFlow half not measured (Keras ran on another backend)"
+            out.append(Verdict(NAME, statement, hw, SEED_FIGURE, float(pt.ratio), text, settle(combine(parts)), RULE,
+                               float(pt.ratio_lo), float(pt.ratio_hi)))
+        out.append(implementation_verdict(results, hw, kind))
     return out
+
+
+def implementation_verdict(results: pd.DataFrame, hw: str, kind: str) -> Verdict:
+    """The paper's Mode 1 vs Mode 2 claim on one hardware set (IMPL_RULE)."""
+    backend = keras_name(_backend(results, hw))
+    statement = IMPL_STATEMENT.replace("TF", backend, 1) + ("" if kind == "cuda" else " (CPU analogue)")
+    small = _lookup(ratio(results, "keras.impl2", "keras.impl1", batches=lambda b: b <= IMPL_SMALL_BATCH), hw)
+    large = _lookup(ratio(results, "keras.impl1", "keras.impl2", batches=lambda b: b > IMPL_SMALL_BATCH), hw)
+    if small is None or large is None:
+        return Verdict(NAME, statement, hw, IMPL_SEED, None,
+                       f"not measured (keras.impl1 and keras.impl2 at batch sizes on both sides of {IMPL_SMALL_BATCH})",
+                       Outcome.NOT_MEASURED, IMPL_RULE)
+    parts = [MODE_PART.possible(small.ratio_lo, small.ratio_hi), MODE_PART.possible(large.ratio_lo, large.ratio_hi)]
+    text = (f"batch <= {IMPL_SMALL_BATCH}: Mode 2 takes {_interval_text(small)} Mode 1's time, part (i) "
+            f"{_PART_WORDS[MODE_PART.decide(small.ratio_lo, small.ratio_hi)]}; batch > {IMPL_SMALL_BATCH}: Mode 1 "
+            f"takes {_interval_text(large)} Mode 2's, part (ii) "
+            f"{_PART_WORDS[MODE_PART.decide(large.ratio_lo, large.ratio_hi)]} ({backend})")
+    return Verdict(NAME, statement, hw, IMPL_SEED, float(small.ratio), text, settle(combine(parts)), IMPL_RULE,
+                   float(small.ratio_lo), float(small.ratio_hi))
 
 
 def faster_text(results: pd.DataFrame) -> dict[str, str]:

@@ -5,8 +5,9 @@ Seeds: the paper (003), single-layer LSTM inference on a TITAN V: "Tensorflow AM
 about 10-15% faster than cuDNN for the largest input sizes" (hidden 512-1024, long sequences), while "for
 smaller input sizes, the forwarding times for AMP is greater than that of simply running cuDNN"; PyTorch AMP
 shows "a 63% slowdown on average compared to the non-AMP PyTorch implementation", yet "Larger hidden sizes
-show improvements of >40% when compared to DeepBench". DeepBench's V100 training results, as quoted for this
-study: fp16 mixed precision from 1.07x (H=256, N=16, T=150) to 5.22x (H=4096, N=128, T=25) over fp32.
+show improvements of >40% when compared to DeepBench". Context, not a seed: DeepBench (cited on the page)
+publishes LSTM training times on NVIDIA GPUs in fp32 and in mixed precision; the page cites it, quotes no
+figure of it.
 
 The speed-up of a low precision is median(fp32 step time) / median(low-precision step time) of the same
 kernel at the same shape and phase. PyTorch rows: `torch.autocast` on a CPU; on a GPU the module and its
@@ -25,19 +26,20 @@ from collections.abc import Sequence
 import pandas as pd
 
 from lstmstudy import kernels, sweep
-from lstmstudy.claims import Claim, Outcome, Verdict, timing_plan
+from lstmstudy.claims import Claim, Outcome, Verdict, combine, holds_below, holds_from, settle, timing_plan
 from lstmstudy.observe import what_ran
 from lstmstudy.parameters import check_choices, check_positive_ints
 from lstmstudy.shapes import LSTMShape
-from lstmstudy.stats import geomean, row_ratio
+from lstmstudy.stats import fixed_geomean_interval, geomean, percentile_interval, row_replicates
 
 NAME = "mixed_precision"
 NUMBER = "03"
 STATEMENT = ("Mixed precision speeds an LSTM up only at large hidden sizes and many timesteps; "
              "at small sizes the casts cost more than they save")
-SEED_FIGURE = ("paper (TITAN V, inference): TF AMP 10-15% faster than cuDNN at hidden 512-1024 and long "
-               "sequences, slower at small sizes; PyTorch AMP 63% slower on average; DeepBench V100 training "
-               "(as quoted for this study): 1.07x (H=256, N=16, T=150) to 5.22x (H=4096, N=128, T=25)")
+SEED_FIGURE = ('"Tensorflow AMP does end up consistently about 10-15% faster than cuDNN for the largest input '
+               'sizes" (hidden "about 512 to 1024"); "for smaller input sizes, the forwarding times for AMP is '
+               'greater than that of simply running cuDNN"; PyTorch AMP "a 63% slowdown on average" (seed 003, '
+               'TITAN V, inference)')
 #: part (i): at the smallest shape the low precision is not faster
 SMALL_MAX = 1.05
 #: part (ii): at the largest shape it is faster
@@ -47,11 +49,16 @@ HEADLINE_KERNEL = "torch.fused"
 HEADLINE_PRECISION = {"cpu": "bf16", "cuda": "fp16"}
 KERAS_KERNEL = "keras.cudnn_auto"
 LOW_PRECISIONS = ("bf16", "fp16")
-RULE = (f"speed-up = median fp32 time / median low-precision time of {HEADLINE_KERNEL}, at the precision the "
-        f"hardware accelerates (fp16 on a GPU, bf16 on a CPU), geometric mean over the phases measured; "
-        f"smallest / largest shape = the configuration with the fewest / most FLOPs. Part (i): speed-up at the "
-        f"smallest shape <= {SMALL_MAX:.2f}; part (ii): speed-up at the largest shape >= {LARGE_MIN:.2f}. "
-        f"Reproduced if both hold, partly if one holds, not reproduced if neither")
+RULE = (f"speed-up = fp32 time / low-precision time of {HEADLINE_KERNEL}, at the precision the hardware "
+        f"accelerates (fp16 on a GPU, bf16 on a CPU), geometric mean over the phases measured, with a 95% "
+        f"interval over each phase's rounds and samples; smallest / largest shape = the configuration with the "
+        f"fewest / most FLOPs. Part (i) holds if the smallest shape's interval lies below {SMALL_MAX:.2f} (the "
+        f"low precision no faster), fails if it lies at or above; part (ii) holds if the largest shape's "
+        f"interval lies at or above {LARGE_MIN:.2f}, fails if below. Reproduced if both hold, partly if one "
+        f"holds and the other fails, not reproduced if neither holds, inconclusive if an undecided part "
+        f"(interval across its threshold) could change the outcome")
+#: the rule's two parts, decided on intervals
+SMALL_PART, LARGE_PART = holds_below(SMALL_MAX), holds_from(LARGE_MIN)
 #: the columns that pair a low-precision row with its fp32 row
 PAIR_KEYS = ["hardware_id", "kernel", "phase", "batch", "timesteps", "features", "hidden", "layers",
              "bidirectional", "config"]
@@ -134,7 +141,7 @@ def speedups(results: pd.DataFrame) -> pd.DataFrame:
     bootstrap 95% interval (`ratio_lo`, `ratio_hi`); `observed_kernel` is what ran at the low precision,
     `fp32_kernel` what ran at fp32; `flops` the configuration's work, which orders shapes by size.
     """
-    columns = [*PAIR_KEYS, "precision", "ratio", "ratio_lo", "ratio_hi", "fp32_ms", "low_ms",
+    columns = [*PAIR_KEYS, "precision", "ratio", "ratio_lo", "ratio_hi", "replicates", "fp32_ms", "low_ms",
                "observed_kernel", "fp32_kernel", "flops"]
     if results.empty:
         return pd.DataFrame(columns=columns)
@@ -145,9 +152,10 @@ def speedups(results: pd.DataFrame) -> pd.DataFrame:
         ref = base.get(tuple(row[k] for k in PAIR_KEYS))
         if ref is None:
             continue
-        ratio, lo, hi = row_ratio(ref, row)
+        ratio, boot = row_replicates(ref, row)
+        lo, hi = percentile_interval(boot)
         rows.append({**{k: row[k] for k in PAIR_KEYS}, "precision": row["precision"], "ratio": ratio,
-                     "ratio_lo": lo, "ratio_hi": hi, "fp32_ms": ref["median_s"] * 1e3,
+                     "ratio_lo": lo, "ratio_hi": hi, "replicates": boot, "fp32_ms": ref["median_s"] * 1e3,
                      "low_ms": row["median_s"] * 1e3,
                      "observed_kernel": what_ran(row["observed_kernel"], row["predicted_kernel"]),
                      "fp32_kernel": what_ran(ref["observed_kernel"], ref["predicted_kernel"]), "flops": _flops(row)})
@@ -167,7 +175,7 @@ def extremes(results: pd.DataFrame) -> pd.DataFrame:
     the fewest FLOPs ('smallest') and at the one with the most ('largest'), with bootstrap intervals."""
     table = speedups(results)
     columns = ["hardware_id", "precision", "phase", "end", "shape", "ratio", "ratio_lo", "ratio_hi",
-               "fp32_ms", "low_ms", "observed_kernel"]
+               "replicates", "fp32_ms", "low_ms", "observed_kernel"]
     rows = []
     for hardware_id, part in table.groupby("hardware_id", sort=True):
         precision = HEADLINE_PRECISION[_kind(hardware_id)]
@@ -182,6 +190,10 @@ def extremes(results: pd.DataFrame) -> pd.DataFrame:
     return pd.DataFrame(rows, columns=columns)
 
 
+_PART_WORDS = {Outcome.REPRODUCED: "holds", Outcome.NOT_REPRODUCED: "fails",
+               Outcome.INCONCLUSIVE: "undecided (its interval straddles the threshold)"}
+
+
 def verdicts(results: pd.DataFrame) -> list[Verdict]:
     """One verdict per hardware set: parts (i) and (ii) of the rule on the headline speed-ups."""
     ends = extremes(results)
@@ -194,11 +206,12 @@ def verdicts(results: pd.DataFrame) -> list[Verdict]:
                     f"on this hardware")
             out.append(Verdict(NAME, STATEMENT, hardware_id, SEED_FIGURE, None, text, Outcome.NOT_MEASURED, RULE))
             continue
-        small = geomean(mine[mine.end == "smallest"].ratio)
-        large = geomean(mine[mine.end == "largest"].ratio)
-        part_i, part_ii = small <= SMALL_MAX, large >= LARGE_MIN
-        outcome = (Outcome.REPRODUCED if part_i and part_ii else
-                   Outcome.PARTLY if part_i or part_ii else Outcome.NOT_REPRODUCED)
+        small_rows, large_rows = mine[mine.end == "smallest"], mine[mine.end == "largest"]
+        small, large = geomean(small_rows.ratio), geomean(large_rows.ratio)
+        small_lo, small_hi = fixed_geomean_interval(list(small_rows.replicates))
+        large_lo, large_hi = fixed_geomean_interval(list(large_rows.replicates))
+        part_i, part_ii = SMALL_PART.decide(small_lo, small_hi), LARGE_PART.decide(large_lo, large_hi)
+        outcome = settle(combine([SMALL_PART.possible(small_lo, small_hi), LARGE_PART.possible(large_lo, large_hi)]))
         phases = " and ".join(sorted(mine.phase.unique()))
         ends_by_phase = {phase: tuple(part.sort_values("end", ascending=False)["shape"])
                          for phase, part in mine.groupby("phase", sort=True)}
@@ -207,10 +220,10 @@ def verdicts(results: pd.DataFrame) -> list[Verdict]:
             shapes = f"smallest {small_shape}, largest {large_shape}"
         else:
             shapes = "; ".join(f"{phase}: {a} to {b}" for phase, (a, b) in ends_by_phase.items())
-        text = (f"{precision} over fp32: {small:.2f}x at the smallest shape, {large:.2f}x at the largest "
-                f"({HEADLINE_KERNEL}, geometric mean over {phases}; {shapes}); "
-                f"part (i) {'holds' if part_i else 'fails'}, part (ii) {'holds' if part_ii else 'fails'}")
-        out.append(Verdict(NAME, STATEMENT, hardware_id, SEED_FIGURE, large, text, outcome, RULE))
+        text = (f"{precision} over fp32: {small:.2f}x (95% CI {small_lo:.2f}-{small_hi:.2f}) at the smallest shape, "
+                f"{large:.2f}x (95% CI {large_lo:.2f}-{large_hi:.2f}) at the largest ({HEADLINE_KERNEL}, geometric "
+                f"mean over {phases}; {shapes}); part (i) {_PART_WORDS[part_i]}, part (ii) {_PART_WORDS[part_ii]}")
+        out.append(Verdict(NAME, STATEMENT, hardware_id, SEED_FIGURE, large, text, outcome, RULE, large_lo, large_hi))
     return out
 
 
