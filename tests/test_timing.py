@@ -203,8 +203,10 @@ def test_a_bad_plan_is_refused():
 
 def test_real_steps_interleave_on_this_cpu():
     a = torch.randn(64, 64)
+    # bursts far longer than a step, even on a loaded machine (a warm-up call as long as a burst would make
+    # it a one-call-per-round step)
     out = timing.interleave({"mm": (lambda: a @ a, None), "add": (lambda: a + a, None)},
-                            timing.Rounds(rounds=3, burst_s=0.005, extra_rounds=0))
+                            timing.Rounds(rounds=3, burst_s=0.1, extra_rounds=0))
     assert all(len(m.round_sizes) == 3 and m.n >= 6 and m.median > 0 for m in out.values())
     assert out["mm"].seed == out["add"].seed
 
