@@ -27,7 +27,8 @@ SOURCES: dict[str, tuple[str, tuple[str, ...]]] = {
     "02": ("blog post (seed 000), citing Woolf's benchmark; Q&A (seed 001)",
            ("blogpost-lstm-gpu", "woolf-cloud-cpus", "so-cudnnlstm")),
     "03": ("paper (seed 003)", ("mahorker-lstm-kernels",)),
-    "04": ("paper (seed 003), against a DeepBench cuDNN baseline", ("mahorker-lstm-kernels", "deepbench")),
+    "04": ("paper (seed 003): Table 2 against a DeepBench cuDNN baseline, and its Figure 1 (Mode 1 vs Mode 2)",
+           ("mahorker-lstm-kernels", "deepbench")),
     "05": ("slides (seed 002); real Penn Treebank sentence lengths", ("lin-wu-lstm-slides", "marcus-ptb",
                                                                      "mikolov-rnnlm")),
     "06": ("paper (seed 003) left energy as future work; measured as Zeus does",
@@ -64,10 +65,14 @@ def table(root: Path | None = None, *, claims: Sequence[Claim] | None = None, to
         if not verdicts:
             rows.append({**base, "hardware": "", "evidence": "", "our figure": "no stored result set",
                          "verdict": Outcome.NOT_MEASURED.value, "timing": ""})
-        rows += [{**base, "statement": v.statement, "seed figure": v.seed_figure, "rule": v.rule,
-                  "hardware": v.hardware_id, "evidence": v.evidence, "our figure": v.ours_text,
-                  "verdict": v.outcome.value, "timing": noise(frame[frame.hardware_id == v.hardware_id])}
-                 for v in verdicts]
+        # one block per statement judged (the claim's own first), each block's sets in order
+        rules = list(dict.fromkeys([claim.rule, *(v.rule for v in verdicts)]))
+        for v in sorted(verdicts, key=lambda v: rules.index(v.rule)):
+            own = v.rule == claim.rule  # its statement is the claim's: a verdict's variant of it is in its figure
+            rows.append({**base, "statement": claim.statement if own else v.statement,
+                         "seed figure": claim.seed_figure if own else v.seed_figure, "rule": v.rule,
+                         "hardware": v.hardware_id, "evidence": v.evidence, "our figure": v.ours_text,
+                         "verdict": v.outcome.value, "timing": noise(frame[frame.hardware_id == v.hardware_id])})
     return pd.DataFrame(rows, columns=COLUMNS)
 
 
@@ -125,11 +130,15 @@ def _is_analogue(row: dict) -> bool:
     return row["evidence"] == CPU_ANALOGUE and row["verdict"] != Outcome.NOT_MEASURED.value
 
 
+def result_sets(ledger: pd.DataFrame) -> list[str]:
+    """The hardware sets the verdicts rest on, each once (a pair's verdict, "cuda-x vs cpu-x", names two)."""
+    return sorted({name for label in ledger["hardware"] if label for name in str(label).split(" vs ")})
+
+
 def counts(ledger: pd.DataFrame) -> dict[str, int]:
     """How many claims and verdicts the ledger holds, how many hardware sets of each kind, and the outcomes
     of the verdicts that count: those on GPU sets (a CPU set's verdict is a CPU analogue, counted apart)."""
-    hardware = pd.Series(ledger["hardware"].unique(), dtype=str)
-    hardware = hardware[hardware != ""]
+    hardware = pd.Series(result_sets(ledger), dtype=str)
     measured = ledger[ledger["verdict"] != Outcome.NOT_MEASURED.value]
     gpu = measured[measured["evidence"] == GPU]["verdict"].value_counts()
     return {"claims": int(ledger["claim"].nunique()), "verdicts": int(len(ledger)),
@@ -187,7 +196,7 @@ def _outcomes(rows: pd.DataFrame, *, bold: bool) -> str:
 
 def data_sources(ledger: pd.DataFrame) -> str:
     """Which result sets the verdicts rest on, in plain text (the landing page pastes it from the conclusions)."""
-    sets = sorted(h for h in ledger["hardware"].unique() if h)
+    sets = result_sets(ledger)
     gpus, cpus = [h for h in sets if h.startswith("cuda-")], [h for h in sets if h.startswith("cpu-")]
     listed = lambda names: f" ({', '.join(names)})" if names else ""  # noqa: E731
     return f"{len(gpus)} GPU result set(s){listed(gpus)} and {len(cpus)} CPU result set(s){listed(cpus)}"

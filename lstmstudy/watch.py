@@ -121,21 +121,25 @@ class Cost:
     ratio_lo: float | None = None
     ratio_hi: float | None = None
     missing: str = ""
+    framework: str = ""  # what the measured rows ran on: "keras/tensorflow", "keras/torch", "torch"
 
     def __str__(self) -> str:
         if self.ratio is None:
             return self.missing
         return (f"{self.ratio:.2f}x slower than cuDNN (95% CI {self.ratio_lo:.2f}-{self.ratio_hi:.2f}), measured by "
-                f"claim 1 for {self.setting} on {self.hardware_id} (batch {self.batch}, hidden {self.hidden}, "
-                f"{self.phase})")
+                f"claim 1 for {self.setting} on {self.hardware_id} ({self.framework}, fp32, batch {self.batch}, "
+                f"hidden {self.hidden}, {self.phase})")
 
 
 def measured_cost(codes: Iterable[str], *, layer_type: str = "LSTM", batch: int | None = None,
-                  hidden: int | None = None, phase: str | None = None, root: Path | None = None) -> Cost:
+                  hidden: int | None = None, phase: str | None = None, framework: str | None = None,
+                  root: Path | None = None) -> Cost:
     """The slowdown stored for the closest GPU configuration of the first of `codes` that claim 1 measured.
 
-    Closest: the same phase ('train' or 'inference'; None prefers 'train') first, then the nearest batch
-    and hidden size on a log scale (a size not known is not compared).
+    Only fp32 rows are quoted (a precision is a different kernel). Closest: the same framework and backend
+    as the layer (`framework`, as `explain_cudnn` names it: "keras/torch", "torch"; None compares none)
+    first, then the same phase ('train' or 'inference'; None prefers 'train'), then the nearest batch and
+    hidden size on a log scale (a size not known is not compared). The cost names what it was measured on.
     Claim 1 measures LSTMs only, on every hardware set under `root` (default: the study's `results/`);
     GPU sets are those named `cuda-*`.
     """
@@ -150,7 +154,7 @@ def measured_cost(codes: Iterable[str], *, layer_type: str = "LSTM", batch: int 
         return Cost(None, missing=f"no measured cost: claim 1 has not measured this trigger (it measures {measured})")
     setting = cudnn_fallback.TRIGGERS[trigger][1]
     table = _gpu_slowdowns(root)
-    rows = table[table.kernel == trigger] if not table.empty else table
+    rows = table[(table.kernel == trigger) & (table.precision == "fp32")] if not table.empty else table
     if rows.empty:
         where = "claim 1 has no cuda-* result set" if table.empty else "none of claim 1's cuda-* result sets has it"
         return Cost(trigger, setting, missing=f"no GPU measurement is stored yet for {setting} ({where}); "
@@ -159,11 +163,12 @@ def measured_cost(codes: Iterable[str], *, layer_type: str = "LSTM", batch: int 
     def distance(row) -> tuple:
         sizes = sum(abs(math.log2(mine / int(theirs))) for mine, theirs in ((batch, row.batch), (hidden, row.hidden))
                     if mine)
-        return row.phase != (phase or "train"), sizes, row.hardware_id, int(row.batch), int(row.hidden)
+        other_framework = framework is not None and row.framework != framework
+        return other_framework, row.phase != (phase or "train"), sizes, row.hardware_id, int(row.batch), int(row.hidden)
 
     best = min(rows.itertuples(), key=distance)
     return Cost(trigger, setting, best.hardware_id, int(best.batch), int(best.hidden), best.phase,
-                float(best.ratio), float(best.ratio_lo), float(best.ratio_hi))
+                float(best.ratio), float(best.ratio_lo), float(best.ratio_hi), framework=best.framework)
 
 
 _SLOWDOWNS: dict[tuple, pd.DataFrame] = {}
@@ -181,7 +186,12 @@ def _gpu_slowdowns(root: Path | None) -> pd.DataFrame:
     if (folder, state) not in _SLOWDOWNS:
         stored = results.load(cudnn_fallback.NAME, root)
         gpu = stored[stored.hardware_id.str.startswith("cuda-")] if not stored.empty else stored
-        _SLOWDOWNS[(folder, state)] = cudnn_fallback.slowdowns(gpu) if not gpu.empty else gpu
+        table = cudnn_fallback.slowdowns(gpu) if not gpu.empty else gpu
+        if not table.empty:  # what each slowdown's rows ran on, named as explain_cudnn names a layer's framework
+            ran_on = {(row.hardware_id, row.kernel): (f"keras/{row.backend}" if row.framework == "keras"
+                                                      else row.framework) for row in gpu.itertuples()}
+            table = table.assign(framework=[ran_on.get(key, "") for key in zip(table.hardware_id, table.kernel)])
+        _SLOWDOWNS[(folder, state)] = table
     return _SLOWDOWNS[(folder, state)]
 
 
@@ -265,7 +275,7 @@ def finding(explanation: Explanation, layer_type: str, *, ran: str | None = None
         cost = Cost(None, missing="no measured cost: only the GPU is missing; on one this layer would get cuDNN")
     else:
         cost = measured_cost([r.code for r in reasons], layer_type=layer_type, batch=batch, hidden=hidden,
-                             phase=phase, root=root)
+                             phase=phase, framework=explanation.framework, root=root)
     return Finding(explanation.layer, layer_type, explanation.framework, kernel, tuple(reasons), explanation.notes,
                    bool(ran_here), ran_here, cost)
 
@@ -520,14 +530,17 @@ def explain_saved_model(path: Path, *, results_root: Path | None = None) -> list
         layers = recurrent_layers(model)
         if not layers:
             raise StudyError(f"{path} has no recurrent layers (LSTM, GRU, SimpleRNN or RNN) to explain")
-        explanations = explain_cudnn(model, device="cuda")
+        try:
+            explanations = explain_cudnn(model, device="cuda")
+        except ValueError as exc:  # a backend the explainer does not model (jax)
+            raise StudyError(f"{path}: {exc}") from None
     batch = model.inputs[0].shape[0] if getattr(model, "inputs", None) else None
     findings = []
     for (name, layer), explanation in zip(layers, explanations):
         layer_type = type(layer).__name__
         cost = None if explanation.fused_eligible else measured_cost(
             explanation.codes, layer_type=layer_type, batch=batch, hidden=getattr(layer.cell, "units", None),
-            root=results_root)
+            framework=explanation.framework, root=results_root)
         findings.append(Finding(name, layer_type, explanation.framework, explanation.kernel, explanation.reasons,
                                 explanation.notes, on_gpu=True, cost=cost))
     return findings

@@ -223,3 +223,17 @@ def test_only_a_gpu_and_the_cpu_of_its_own_host_make_a_verdict(tmp_path):
     store(tmp_path, GPU, {1: 6.0, 8: 3.0, 64: 5.0, 512: 8.0})
     paired = [v for v in claim.verdicts(results.load(claim.NAME, tmp_path)) if v.outcome != Outcome.NOT_MEASURED]
     assert [v.hardware_id for v in paired] == [f"{GPU.hardware_id} vs {CPU.hardware_id}"]
+
+
+def test_every_way_the_ties_can_go_is_counted(tmp_path):
+    # a tie at the smallest batch, the GPU faster above: the tie decides between reproduced and "GPU faster
+    # everywhere" (not reproduced), never partly; beside a model that is not reproduced, the pair is partly
+    # or not reproduced, so it is inconclusive
+    store(tmp_path, CPU, CPU_MS)
+    store(tmp_path, GPU, {1: 2.0, 8: 1.0, 64: 1.0, 512: 2.0})
+    store(tmp_path, CPU, CPU_MS, kernel="torch.bilstm_imdb")
+    store(tmp_path, GPU, {1: 1.0, 8: 1.0, 64: 1.0, 512: 2.0}, kernel="torch.bilstm_imdb")
+    data = results.load(claim.NAME, tmp_path)
+    tied = claim.crossovers(data).set_index("kernel").loc["torch.autoencoder"]
+    assert tied.possible == {Outcome.REPRODUCED, Outcome.NOT_REPRODUCED} and tied.outcome == "inconclusive"
+    assert only(claim.verdicts(data)).outcome == Outcome.INCONCLUSIVE

@@ -151,6 +151,14 @@ def test_without_the_same_rounds_the_median_idle_power_is_charged(tmp_path):
     assert list(row.w_above_power_w) == pytest.approx([14.0, 15.0, 16.0, 15.0, 15.0])
 
 
+def test_another_groups_idle_power_is_never_charged(tmp_path):
+    idle = idle_row([9.0, 10.0, 11.0, 10.0, 10.0], SMALL, seed=1)  # the small shape's idle only
+    kernel = kernel_row("torch.fused", LARGE, watts=[24.0, 25.0, 26.0, 25.0, 25.0])
+    results.append(claim.NAME, GPU.hardware_id, [idle, kernel], tmp_path)
+    (row,) = claim.energy_table(results.load(claim.NAME, tmp_path)).itertuples()
+    assert np.isnan(row.w_above_power_w).all() and np.isnan(row.above_idle_j_per_1k_seq)
+
+
 def test_the_ratios_and_their_intervals_come_window_by_window(tmp_path):
     gpu_set(tmp_path, time_factor=3.0, power_factor=[0.9, 1.0, 1.1, 1.2, 1.0])
     data = results.load(claim.NAME, tmp_path)

@@ -95,13 +95,18 @@ def test_a_backend_the_user_set_or_tensorflow_keeps_keras_as_it_is(monkeypatch, 
     (["reproduced", "not reproduced", "inconclusive"], "partly"),  # no undecided part can change it
     (["reproduced", "inconclusive"], "inconclusive"),
     (["not reproduced", "inconclusive"], "inconclusive"),
-    (["reproduced", "not measured on this hardware"], "reproduced"),
+    (["reproduced", "not measured on this hardware"], "not measured on this hardware"),  # never half a rule
     ([], "not measured on this hardware"),
 ])
 def test_combine_parts(parts, expected):
     undecided = frozenset({Outcome.REPRODUCED, Outcome.NOT_REPRODUCED})
     as_sets = [undecided if p == "inconclusive" else frozenset({Outcome(p)}) for p in parts]
     assert settle(combine(as_sets)) == Outcome(expected)
+
+
+def test_a_part_the_rule_does_not_know_is_an_error():
+    with pytest.raises(ValueError, match="hold, fail or hold partly"):
+        combine([frozenset({Outcome.EXCEEDS}), frozenset({Outcome.REPRODUCED})])
 
 
 def test_an_undecided_part_that_cannot_change_the_outcome_is_decided():

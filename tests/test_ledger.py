@@ -2,9 +2,11 @@
 
 from __future__ import annotations
 
+import itertools
 import textwrap
 from pathlib import Path
 
+import pandas as pd
 import pytest
 
 from lstmstudy import ledger, toc
@@ -126,3 +128,21 @@ def test_summary_pages_render_from_an_empty_store(name, tmp_path):
     markdown = [o["data"]["text/markdown"] for c in executed.cells if c.cell_type == "code"
                 for o in c.outputs if "text/markdown" in o.get("data", {})]
     assert markdown and "not measured" in " ".join(markdown)
+
+
+def test_a_pair_verdict_names_two_sets_and_each_set_counts_once():
+    table = pd.DataFrame({"claim": ["01", "02", "02"], "hardware": ["cuda-h", "cuda-h vs cpu-h", "cpu-x"],
+                          "evidence": ["GPU", "GPU", "CPU analogue"], "verdict": ["reproduced"] * 3})
+    assert ledger.result_sets(table) == ["cpu-h", "cpu-x", "cuda-h"]
+    assert ledger.data_sources(table) == "1 GPU result set(s) (cuda-h) and 2 CPU result set(s) (cpu-h, cpu-x)"
+    assert ledger.counts(table)["gpu_sets"] == 1 and ledger.counts(table)["cpu_sets"] == 2
+
+
+def test_a_claim_with_two_statements_gets_one_block_each():
+    rows = ledger.table(claims=[c for c in registry(judged_only=True) if c.number == "04"])
+    blocks = [rule for rule, _ in itertools.groupby(rows.rule)]
+    assert len(blocks) == len(set(blocks)) == 2  # each rule's verdicts together, the claim's own first
+    own = rows[rows.rule == rows.rule.iloc[0]]
+    assert set(own.statement) == {"PyTorch's LSTM is ~50% slower than the raw cuDNN baseline (DeepBench), and "
+                                  "TensorFlow far slower"}
+    assert ledger.to_markdown(rows).count("Claim 4") == 2

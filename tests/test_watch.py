@@ -261,13 +261,13 @@ def test_torch_gru_and_rnn_are_watched_with_their_type():
 # --- the cost, from stored measurements -------------------------------------------------------------------------
 
 
-def store_gpu_rows(root, hardware_id: str = "cuda-fake-gpu") -> None:
+def store_gpu_rows(root, hardware_id: str = "cuda-fake-gpu", backend: str = "tensorflow") -> None:
     """Claim 1 rows for a made-up GPU set: keras.relu at 3x and 2x its cuDNN baseline, at two sizes."""
     rows = []
     for hidden, slowdown in ((64, 3.0), (512, 2.0)):
         for kernel, scale in (("keras.cudnn_auto", 1.0), ("keras.relu", slowdown)):
             samples = [scale * (1e-3 + 1e-6 * i) for i in range(20)]
-            rows.append({"claim": "cudnn_fallback", "kernel": kernel, "framework": "keras", "backend": "tensorflow",
+            rows.append({"claim": "cudnn_fallback", "kernel": kernel, "framework": "keras", "backend": backend,
                          "device": "cuda:0", "device_kind": "cuda", "hardware_id": hardware_id, "precision": "fp32",
                          "phase": "train", "batch": 1, "timesteps": 32, "features": 32, "hidden": hidden, "layers": 1,
                          "bidirectional": False, "config": "{}", "n_samples": len(samples),
@@ -285,6 +285,17 @@ def test_the_cost_is_the_closest_stored_gpu_configuration(tmp_path):
     assert str(near).startswith("3.00x slower than cuDNN (95% CI") and "cuda-fake-gpu" in str(near)
     none = measured_cost(["unroll"], root=tmp_path)
     assert none.ratio is None and "no GPU measurement is stored yet for unroll=True" in str(none)
+
+
+def test_the_cost_prefers_the_layers_own_backend_and_names_it(tmp_path):
+    store_gpu_rows(tmp_path)  # measured with Keras on TensorFlow
+    cost = measured_cost(["activation"], batch=1, hidden=64, framework="keras/torch", root=tmp_path)
+    assert cost.framework == "keras/tensorflow" and "(keras/tensorflow, fp32, batch 1" in str(cost)
+    other = tmp_path / "other"
+    store_gpu_rows(other)
+    store_gpu_rows(other, hardware_id="cuda-torch-gpu", backend="torch")
+    torch_cost = measured_cost(["activation"], batch=1, hidden=512, framework="keras/torch", root=other)
+    assert torch_cost.hardware_id == "cuda-torch-gpu" and torch_cost.framework == "keras/torch"
 
 
 def test_cpu_sets_are_never_quoted_as_a_gpu_cost(tmp_path):

@@ -217,6 +217,8 @@ Possible = frozenset[Outcome]
 
 
 def _combine_decided(parts: Sequence[Outcome]) -> Outcome:
+    if unknown := set(parts) - {Outcome.REPRODUCED, Outcome.NOT_REPRODUCED, Outcome.PARTLY}:
+        raise ValueError(f"a rule's parts hold, fail or hold partly; got {sorted(o.value for o in unknown)}")
     if Outcome.PARTLY in parts or {Outcome.REPRODUCED, Outcome.NOT_REPRODUCED} <= set(parts):
         return Outcome.PARTLY
     return parts[0]
@@ -227,10 +229,10 @@ def combine(parts: Sequence[Possible]) -> Possible:
 
     Decided parts combine as: reproduced if every part holds (REPRODUCED), not reproduced if every part
     fails (NOT_REPRODUCED), partly if some hold and some fail (or one is partly). An undecided part counts
-    every way it can still go, so the whole is undecided only if that changes the outcome.
+    every way it can still go, so the whole is undecided only if that changes the outcome. A part that was
+    not measured leaves the whole rule not measured: a rule is never decided on some of its parts.
     """
-    parts = [p for p in parts if p and p != {Outcome.NOT_MEASURED}]
-    if not parts:
+    if not parts or any(Outcome.NOT_MEASURED in p for p in parts):
         return frozenset({Outcome.NOT_MEASURED})
     return frozenset(_combine_decided(choice) for choice in itertools.product(*parts))
 
@@ -238,6 +240,12 @@ def combine(parts: Sequence[Possible]) -> Possible:
 def settle(possible: Possible) -> Outcome:
     """The outcome the data decide, or INCONCLUSIVE while they allow more than one."""
     return next(iter(possible)) if len(possible) == 1 else Outcome.INCONCLUSIVE
+
+
+#: how a page names the outcome of one part of a rule
+PART_WORDS = {Outcome.REPRODUCED: "holds", Outcome.NOT_REPRODUCED: "fails",
+              Outcome.INCONCLUSIVE: "undecided (its interval straddles the threshold)",
+              Outcome.NOT_MEASURED: "not measured (no interval)"}
 
 
 def holds_from(threshold: float) -> Bands:

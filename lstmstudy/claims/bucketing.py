@@ -5,7 +5,8 @@ The page: `notebooks/05_bucketing.ipynb`.
 Seed (002, slides "Performance optimization of LSTM training on GPU", Lin & Wu), verbatim: "Ideal
 workload: 4 + 8 + 3 + 7 = 22 words", "Padded workload: 8 + 8 + 7 + 7 = 30 words ~ 36% more works",
 "Bucketing workload: 8 + 8 + 4 + 4 = 24 words ~ ideal", "We trained 8-layer LSTM on PennTree Bank
-dataset with one GTX750" and "3.3x faster with autogen bucketing compared to no bucketing". The
+dataset with one GTX750" and "3.3x faster with autogen bucketing compared to no bucketing" (the `$$`
+math markup the slides put around the bucketed sum left out). The
 framework is not named; MXNet, judging by the authors and the vocabulary ("bucketing", "autogen").
 Everything else in the rule is ours: reading "no bucketing" as padding every batch to the corpus
 maximum (MXNet's single bucket), the bands around 3.3x, the kernel that decides and the sizes the slides

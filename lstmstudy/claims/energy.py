@@ -368,9 +368,12 @@ def _measured(results: pd.DataFrame, idle: bool) -> pd.DataFrame:
 
 
 def _median_interval(values: np.ndarray) -> tuple[float, float, float]:
-    """The median over windows and its bootstrap interval; NaN where a window has no finite value."""
+    """The median over windows and its bootstrap interval; NaN where a window has no finite value, and no
+    interval (NaN) from fewer than `MIN_JUDGED_WINDOWS` windows: one window bootstraps to a point."""
     if not np.all(np.isfinite(values)):
         return float("nan"), float("nan"), float("nan")
+    if len(values) < MIN_JUDGED_WINDOWS:
+        return float(np.median(values)), float("nan"), float("nan")
     return bootstrap_median(one_per_round(values))
 
 
@@ -395,7 +398,8 @@ def idle_table(results: pd.DataFrame) -> pd.DataFrame:
 def _idle_power(row: pd.Series, idle: pd.DataFrame) -> np.ndarray:
     """Idle power (W) for each window of a kernel row: the idle window of the same round where its group
     measured one in the same rounds; else, for every window, the median idle power of its group's idle
-    row, or of the set's newest idle row (the old method's one per set); NaN without any."""
+    row, or, for a row of the old method only, of the set's newest idle row (its one per set); NaN without
+    any: a row of repeated windows is never charged another group's idle power."""
     n = len(row_windows(row).energy_j)
     mine = idle[idle.hardware_id == row["hardware_id"]] if not idle.empty else idle
     if mine.empty:
@@ -405,6 +409,8 @@ def _idle_power(row: pd.Series, idle: pd.DataFrame) -> np.ndarray:
         if interleaved(row, candidate):
             w = row_windows(candidate)
             return w.energy_j / w.duration_s
+    if group.empty and row_windows(row).method != SINGLE_WINDOW:  # never another shape's or phase's idle
+        return np.full(n, np.nan)
     w = row_windows((group if not group.empty else mine).sort_values("created_at").iloc[-1])
     return np.full(n, float(np.median(w.energy_j / w.duration_s)))
 
@@ -463,6 +469,8 @@ def _window_ratio(numerator: np.ndarray, denominator: np.ndarray,
     if not (np.all(np.isfinite(numerator)) and np.all(np.isfinite(denominator))
             and np.all(numerator > 0) and np.all(denominator > 0)):
         return float("nan"), float("nan"), float("nan"), None
+    if min(len(numerator), len(denominator)) < MIN_JUDGED_WINDOWS:  # too few windows for an interval
+        return float(np.median(numerator) / np.median(denominator)), float("nan"), float("nan"), None
     ratio, boot = ratio_replicates(one_per_round(numerator), one_per_round(denominator), paired=paired)
     return (ratio, *percentile_interval(boot), boot)
 
@@ -614,7 +622,9 @@ def method_table() -> pd.DataFrame:
 
 
 def _with_interval(value: float, low: float, high: float) -> str:
-    return f"{value:.3g} ({low:.3g}-{high:.3g})" if np.isfinite(value) else "n/a"
+    if not np.isfinite(value):
+        return "n/a"
+    return f"{value:.3g} ({low:.3g}-{high:.3g})" if np.isfinite(low) else f"{value:.3g} (no interval: one window)"
 
 
 def summary(results: pd.DataFrame) -> pd.DataFrame:
@@ -656,7 +666,8 @@ def ratio_summary(ratios: pd.DataFrame) -> pd.DataFrame:
         "phase": r.phase, "shape": r["shape"], "windows": r.windows, "time ratio": interval(r, "time_ratio"),
         "energy ratio above idle": interval(r, "above_idle_ratio"), "energy ratio, total": interval(r, "energy_ratio"),
         "S": interval(r, "proportionality"),
-        "reading": reading(r.proportionality_lo, r.proportionality_hi) if np.isfinite(r.proportionality) else "n/a",
+        "reading": (reading(r.proportionality_lo, r.proportionality_hi) if np.isfinite(r.proportionality_lo)
+                    else "n/a (no interval)"),
         "judged": "yes" if r.judged else f"no: {r.why_not_judged}"} for _, r in ratios.iterrows()], columns=columns)
 
 

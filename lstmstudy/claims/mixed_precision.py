@@ -26,7 +26,7 @@ from collections.abc import Sequence
 import pandas as pd
 
 from lstmstudy import kernels, sweep
-from lstmstudy.claims import Claim, Outcome, Verdict, combine, holds_below, holds_from, settle, timing_plan
+from lstmstudy.claims import PART_WORDS, Claim, Outcome, Verdict, combine, holds_below, holds_from, settle, timing_plan
 from lstmstudy.observe import what_ran
 from lstmstudy.parameters import check_choices, check_positive_ints
 from lstmstudy.shapes import LSTMShape
@@ -190,10 +190,6 @@ def extremes(results: pd.DataFrame) -> pd.DataFrame:
     return pd.DataFrame(rows, columns=columns)
 
 
-_PART_WORDS = {Outcome.REPRODUCED: "holds", Outcome.NOT_REPRODUCED: "fails",
-               Outcome.INCONCLUSIVE: "undecided (its interval straddles the threshold)"}
-
-
 def verdicts(results: pd.DataFrame) -> list[Verdict]:
     """One verdict per hardware set: parts (i) and (ii) of the rule on the headline speed-ups."""
     ends = extremes(results)
@@ -222,7 +218,7 @@ def verdicts(results: pd.DataFrame) -> list[Verdict]:
             shapes = "; ".join(f"{phase}: {a} to {b}" for phase, (a, b) in ends_by_phase.items())
         text = (f"{precision} over fp32: {small:.2f}x (95% CI {small_lo:.2f}-{small_hi:.2f}) at the smallest shape, "
                 f"{large:.2f}x (95% CI {large_lo:.2f}-{large_hi:.2f}) at the largest ({HEADLINE_KERNEL}, geometric "
-                f"mean over {phases}; {shapes}); part (i) {_PART_WORDS[part_i]}, part (ii) {_PART_WORDS[part_ii]}")
+                f"mean over {phases}; {shapes}); part (i) {PART_WORDS[part_i]}, part (ii) {PART_WORDS[part_ii]}")
         out.append(Verdict(NAME, STATEMENT, hardware_id, SEED_FIGURE, large, text, outcome, RULE, large_lo, large_hi))
     return out
 
