@@ -33,6 +33,8 @@ SOURCES: dict[str, tuple[str, tuple[str, ...]]] = {
                                                                      "mikolov-rnnlm")),
     "06": ("paper (seed 003) left energy as future work; measured as Zeus does",
            ("mahorker-lstm-kernels", "zeus-nsdi23")),
+    "07": ("slides (seed 002); real Penn Treebank sentence lengths", ("lin-wu-lstm-slides", "marcus-ptb",
+                                                                     "mikolov-rnnlm")),
 }
 
 COLUMNS = ["claim", "statement", "source", "citations", "seed figure", "hardware", "evidence", "our figure",

@@ -427,3 +427,32 @@ def time_vs_work(table: pd.DataFrame, *, band: tuple[float, float]) -> sns.Facet
     grid.set_axis_labels("padded-work ratio, baseline / plan (x)", "epoch-time speed-up, baseline / plan (x)")
     _setting_titles(grid, table)
     return grid
+
+
+def scaling_lines(table: pd.DataFrame, *, seed_points: dict[str, tuple[int, float]] | None = None) -> sns.FacetGrid:
+    """Speed-up over one device (y) against the devices (x), one line per scheme, one panel per setting or
+    hardware set (`panel`); a row with `speedup_lo`/`speedup_hi` gets its 95% interval as whiskers. The dashed
+    diagonal is linear scaling; `seed_points` (label -> (devices, speed-up)) mark the seed's figures.
+
+    `table` has columns panel, scheme, devices, speedup (claim 7's `cost_table`, or its measured `speedups`).
+    """
+    one, many = table[table.devices == 1], table[table.devices > 1]
+    lines = pd.concat([many, *(one.assign(scheme=s) for s in many.scheme.unique())])  # each line starts at one device
+    grid = sns.relplot(lines, x="devices", y="speedup", hue="scheme", style="scheme", col="panel", kind="line",
+                       markers=True, dashes=False, height=3.4, aspect=1.1, col_wrap=min(3, table.panel.nunique()),
+                       facet_kws={"sharey": False, "sharex": False})
+    for ax, (_, facet) in zip(grid.axes.flat, table.groupby("panel", sort=False)):
+        top = int(facet.devices.max())
+        ax.plot([1, top], [1, top], color="grey", linestyle="--", linewidth=1, label="linear scaling")
+        if {"speedup_lo", "speedup_hi"} <= set(facet):  # measured rows: their 95% intervals
+            ax.errorbar(facet.devices, facet.speedup, yerr=(facet.speedup - facet.speedup_lo,
+                                                            facet.speedup_hi - facet.speedup),
+                        fmt="none", color="black", linewidth=1)
+        for label, (devices, value) in (seed_points or {}).items():
+            ax.scatter([devices], [value], marker="*", s=120, color="tab:red", zorder=5, label=label)
+        ax.set_xticks(sorted(facet.devices.unique()))
+        ax.legend(loc="upper left", fontsize=8, framealpha=0.9)
+    for ax in grid.axes.flat:
+        ax.set_title(textwrap.fill(ax.get_title().removeprefix("panel = "), 40), fontsize=10)
+    grid.set_axis_labels("devices", "speed-up over one device (x)")
+    return grid

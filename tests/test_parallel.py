@@ -1,0 +1,108 @@
+"""Claim 7's machinery: the cost model on hand-checked numbers, the pipeline's stages against the whole model,
+and one real 2-process gloo run in which DDP and the pipeline must match one device's losses and gradients."""
+
+from __future__ import annotations
+
+import pytest
+import torch
+
+from lstmstudy.errors import ParameterError
+from lstmstudy.parallel import cost, launch
+from lstmstudy.parallel.batching import full_batches, timed_plan
+from lstmstudy.parallel.model import Stage, batches, build, masked_sse, stage_layers
+
+LINK = cost.Link("test", bandwidth=1e9, latency_s=0.0, source="test")
+DEVICE = cost.Device("test", achieved_flops=1e12, cell_latency_s=0.0, source="test")
+
+
+def test_parameters_and_flops_by_hand():
+    model = cost.Model(layers=2, hidden=4, features=3, batch=2, timesteps=5)
+    assert model.layer_parameters(0) == 4 * 4 * (3 + 4) + 8 * 4 == 144  # w_ih, w_hh and two biases
+    assert model.layer_parameters(1) == 4 * 4 * (4 + 4) + 8 * 4 == 160
+    assert model.parameters == 144 + 160 + 4 * 3 + 3
+    assert model.train_flops == 3 * 2 * (112 + 128) * 2 * 5
+
+
+def test_ring_allreduce_and_bubble_by_hand():
+    assert cost.ring_allreduce_s(8e9, 4, LINK) == pytest.approx(2 * 3 / 4 * 8)  # 2 (N-1)/N of the bytes each
+    assert cost.ring_allreduce_s(8e9, 1, LINK) == 0.0
+    assert cost.bubble(4, 4) == pytest.approx(3 / 7) and cost.bubble(1, 8) == 0.0
+
+
+def test_without_latency_or_communication_both_schemes_follow_the_arithmetic():
+    model = cost.Model(layers=4, hidden=8, features=8, batch=8, timesteps=10)
+    fast = cost.Link("free", bandwidth=1e30, latency_s=0.0, source="test")
+    assert cost.data_parallel(model, DEVICE, fast, 4).speedup == pytest.approx(4.0)
+    # GPipe: M + S - 1 = 7 slots of 1/16 of the work instead of 16 of them
+    assert cost.pipeline(model, DEVICE, fast, 4, 4).speedup == pytest.approx(16 / 7)
+
+
+def test_a_cell_latency_is_not_shrunk_by_splitting_the_batch():
+    model = cost.Model(layers=2, hidden=8, features=8, batch=8, timesteps=10)
+    slow = cost.Device("latency only", achieved_flops=1e30, cell_latency_s=1e-3, source="test")
+    assert cost.one_device_s(model, slow) == pytest.approx(2 * 10 * 1e-3)
+    assert cost.data_parallel(model, slow, LINK, 2).compute_s == pytest.approx(cost.one_device_s(model, slow))
+
+
+def test_a_model_that_does_not_split_is_a_parameter_error():
+    with pytest.raises(ParameterError, match="must split into 3 stages"):
+        cost.pipeline(cost.Model(layers=4, hidden=8, features=8, batch=8, timesteps=4), DEVICE, LINK, 3, 2)
+
+
+def test_stages_cut_the_layers_evenly():
+    assert stage_layers(8, 4) == [(0, 2), (2, 2), (4, 2), (6, 2)]
+    assert stage_layers(5, 2) == [(0, 3), (3, 2)]
+    with pytest.raises(ParameterError, match="needs at least 3 layers"):
+        stage_layers(2, 3)
+
+
+def test_the_stages_in_a_row_compute_the_whole_model():
+    model = build(features=3, hidden=5, layers=3, seed=0)
+    stages = [Stage(model, first, count, last=i == 1) for i, (first, count) in enumerate(stage_layers(3, 2))]
+    x = torch.randn(4, 6, 3)
+    torch.testing.assert_close(stages[1](stages[0](x)), model(x))
+    names = {**stages[0].named_model_parameters(), **stages[1].named_model_parameters()}
+    assert set(names) == {name for name, _ in model.named_parameters()}
+
+
+def test_the_loss_of_the_pieces_adds_up_to_the_batch():
+    plan = timed_plan({"plan": "auto_buckets", "corpus": "ptb-valid", "seed": 0, "batch_size": 8, "sample_batches": 2})
+    batch = batches(plan, features=3, seed=0)[0]
+    output = torch.randn_like(batch.x)
+    whole = masked_sse(output, batch.target)
+    parts = sum(masked_sse(output[i * 4:(i + 1) * 4], batch.shard(i, 2).target) for i in range(2))
+    torch.testing.assert_close(parts, whole)
+
+
+def test_full_batches_drop_only_the_short_ones():
+    plan = timed_plan({"plan": "pad_to_global_max", "corpus": "ptb-valid", "seed": 0, "batch_size": 32,
+                       "sample_batches": "all"})
+    assert all(len(b) == 32 for b in plan.batches) and plan.n_batches == 3370 // 32
+    assert full_batches(plan, 32) == plan
+
+
+def _spec(**changes) -> dict:
+    config = {"plan": "auto_buckets", "corpus": "ptb-valid", "seed": 0, "batch_size": 8, "sample_batches": 2}
+    points = [{"id": "0", "scheme": "single", "devices": 1, "config": config},
+              {"id": "1", "scheme": "ddp", "devices": 2, "config": config},
+              {"id": "2", "scheme": "pipeline", "devices": 2, "config": config}]
+    return {"device_kind": "cpu", "features": 4, "hidden": 8, "layers": 3, "seed": 0, "micro_batches": 2,
+            "points": points, "rounds": 1, "warmup": 0, "round_seed": 1, "check": True, "timeout_s": 60, **changes}
+
+
+def test_ddp_and_the_pipeline_match_one_device_on_two_gloo_processes():
+    got = launch.run(_spec(), 2, timeout_s=120, progress=False)
+    assert got["world_size"] == 2 and got["imported"] == []  # the workers never import TensorFlow or Keras
+    for scheme in ("ddp", "pipeline"):
+        found = got["check"][scheme]
+        assert found["parameters"] == found["expected_parameters"] == 3 * 4 + 2  # 4 tensors a layer, the head's 2
+        assert found["loss_rel_diff"] < 1e-5 and found["grad_rel_diff"] < 1e-5, found
+    assert all(len(got["samples"][p]) == 1 for p in "012")
+
+
+def test_a_failing_worker_is_one_line_not_a_hang():
+    broken = _spec(points=[{**p, "config": {**p["config"], "corpus": "ptb-nowhere"}} for p in _spec()["points"]])
+    with pytest.raises(launch.WorkerFailed, match=r"the 2-process run failed \(exit status \d+\): rank \d: "
+                                                  r"ParameterError: .*ptb-nowhere") as info:
+        launch.run(broken, 2, timeout_s=120, progress=False)
+    assert "\n" not in str(info.value)
