@@ -270,6 +270,14 @@ def energy_bars(table: pd.DataFrame, kernel_order: Sequence[str], precision_orde
     return grids
 
 
+def _diagonal_band(ax: plt.Axes, line: np.ndarray, band: tuple[float, float], diagonal: str, wedge: str) -> list:
+    """A ratio-against-ratio panel's reference: the dashed diagonal (y = x over `line`) and the shaded wedge of
+    a rule's `band` of y / x; returns the two artists, for a legend."""
+    return [ax.plot(line, line, color="black", linestyle="--", linewidth=1, label=diagonal)[0],
+            ax.fill_between(line, band[0] * line, band[1] * line, color="tab:green", alpha=0.12, linewidth=0,
+                            label=wedge)]
+
+
 def energy_vs_time(ratios: pd.DataFrame, precision_order: Sequence[str], *, band: tuple[float, float],
                    height: float = 3.6) -> sns.FacetGrid | None:
     """Energy above idle per sequence, fallback over fused (y), against time per step, fallback over fused (x),
@@ -300,10 +308,7 @@ def energy_vs_time(ratios: pd.DataFrame, precision_order: Sequence[str], *, band
         ax.set_yscale("log")
         lo = min(ax.get_xlim()[0], ax.get_ylim()[0], 0.8)
         hi = max(ax.get_xlim()[1], ax.get_ylim()[1], 2.5)
-        line = np.geomspace(lo, hi, 50)
-        ax.plot(line, line, color="black", linewidth=1, linestyle="--", label="energy = time")
-        ax.fill_between(line, band[0] * line, band[1] * line, color="tab:green", alpha=0.12, linewidth=0,
-                        label="proportional band")
+        _diagonal_band(ax, np.geomspace(lo, hi, 50), band, "energy = time", "proportional band")
         ax.set(xlim=(lo, hi), ylim=(lo, hi))
         ax.set_title(f"{hardware_id}\n(log-log; diagonal: energy = time)", fontsize=9)
     grid.set_axis_labels("time per step, fallback / fused (x)", "energy above idle per sequence,\nfallback / fused (x)")
@@ -418,10 +423,8 @@ def time_vs_work(table: pd.DataFrame, *, band: tuple[float, float]) -> sns.Facet
         ax.errorbar(facet.work_ratio, facet.ratio, yerr=(facet.ratio - facet.ratio_lo, facet.ratio_hi - facet.ratio),
                     fmt="none", color="grey", linewidth=1, zorder=1)
         top = float(max(facet.work_ratio.max(), facet.ratio_hi.max())) * 1.1
-        line = np.array([0.0, top])
-        handles = [ax.plot(line, line, color="black", linestyle="--", linewidth=1, label="time = padded work")[0],
-                   ax.fill_between(line, line * band[0], line * band[1], color="tab:green", alpha=0.12, linewidth=0,
-                                   label=f"rule: time follows work ({band[0]}-{band[1]})")]
+        handles = _diagonal_band(ax, np.array([0.0, top]), band, "time = padded work",
+                                 f"rule: time follows work ({band[0]}-{band[1]})")
         ax.legend(handles=handles, loc="upper left", fontsize=8, framealpha=0.9)
         ax.set(xlim=(0, top), ylim=(0, top))
     grid.set_axis_labels("padded-work ratio, baseline / plan (x)", "epoch-time speed-up, baseline / plan (x)")

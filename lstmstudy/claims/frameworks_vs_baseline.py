@@ -374,11 +374,14 @@ def verdicts(results: pd.DataFrame) -> list[Verdict]:
     """Per hardware set, from the rules: the claim (RULE), then the paper's Mode 1 vs Mode 2 (IMPL_RULE)."""
     pytorch = ratio(results, "torch.fused", "torch.raw")
     tensorflow = ratio(results, "keras.cudnn_auto", "torch.fused")
+    mode1_small = ratio(results, "keras.impl2", "keras.impl1", batches=lambda b: b <= IMPL_SMALL_BATCH)
+    mode2_large = ratio(results, "keras.impl1", "keras.impl2", batches=lambda b: b > IMPL_SMALL_BATCH)
     out = []
     for hw, kind in _kinds(results).items():
         analogue = "" if kind == "cuda" else "CPU analogue (oneDNN baseline, no cuDNN): "
         pt, tf = _lookup(pytorch, hw), _lookup(tensorflow, hw)
-        keras_on_tensorflow = keras_name(_backend(results, hw)) == "TF"
+        backend = keras_name(_backend(results, hw))
+        keras_on_tensorflow = backend == "TF"
         statement = STATEMENT if keras_on_tensorflow else PYTORCH_ONLY
         if pt is None or (tf is None and keras_on_tensorflow):
             halves = (("torch.fused vs torch.raw", pt), ("keras.cudnn_auto vs torch.fused", tf))
@@ -398,15 +401,14 @@ def verdicts(results: pd.DataFrame) -> list[Verdict]:
                 text += "; the TensorFlow half not measured (Keras ran on another backend)"
             out.append(Verdict(NAME, statement, hw, SEED_FIGURE, float(pt.ratio), text, settle(combine(parts)), RULE,
                                float(pt.ratio_lo), float(pt.ratio_hi)))
-        out.append(implementation_verdict(results, hw, kind))
+        out.append(implementation_verdict(hw, kind, backend, _lookup(mode1_small, hw), _lookup(mode2_large, hw)))
     return out
 
 
-def implementation_verdict(results: pd.DataFrame, hw: str, kind: str) -> Verdict:
-    """The paper's Mode 1 vs Mode 2 claim on one hardware set (IMPL_RULE)."""
-    backend = keras_name(_backend(results, hw))
-    small = _lookup(ratio(results, "keras.impl2", "keras.impl1", batches=lambda b: b <= IMPL_SMALL_BATCH), hw)
-    large = _lookup(ratio(results, "keras.impl1", "keras.impl2", batches=lambda b: b > IMPL_SMALL_BATCH), hw)
+def implementation_verdict(hw: str, kind: str, backend: str, small: pd.Series | None,
+                           large: pd.Series | None) -> Verdict:
+    """The paper's Mode 1 vs Mode 2 claim on one hardware set (IMPL_RULE), from its `ratio` rows: Mode 2 over
+    Mode 1 at batch <= 16 (`small`) and Mode 1 over Mode 2 above (`large`); `backend` names what Keras ran on."""
     if small is None or large is None:
         return Verdict(NAME, IMPL_STATEMENT, hw, IMPL_SEED, None,
                        f"not measured (keras.impl1 and keras.impl2 at batch sizes on both sides of {IMPL_SMALL_BATCH})",

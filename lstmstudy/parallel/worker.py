@@ -29,6 +29,7 @@ import torch.distributed as dist
 from lstmstudy.parallel.batching import timed_plan
 from lstmstudy.parallel.model import Batch, batches, build
 from lstmstudy.parallel.schemes import DataParallel, Pipeline, SingleDevice
+from lstmstudy.timing import sync_for
 
 #: what a line of progress starts with, for the launcher to count rounds
 PROGRESS = "lstmstudy-round"
@@ -43,11 +44,6 @@ def trainer(scheme: str, spec: dict, device: torch.device, group: dist.ProcessGr
     if scheme == "ddp":
         return DataParallel(model, device, group)
     return Pipeline(model, device, group, spec["micro_batches"])
-
-
-def sync(device: torch.device) -> None:
-    if device.type == "cuda":
-        torch.cuda.synchronize(device)
 
 
 def _gathered(gradients: dict[str, torch.Tensor], group: dist.ProcessGroup) -> dict[str, torch.Tensor]:
@@ -100,6 +96,7 @@ def time_points(spec: dict, device: torch.device, groups: dict[int, dist.Process
                                  [b.to(device) for b in batches(timed_plan(point["config"]), spec["features"],
                                                                 spec["seed"])])
     samples: dict[str, list[float]] = {p["id"]: [] for p in spec["points"]}
+    device_sync = sync_for(device)  # None on a CPU, where every op has finished when it returns
     order = np.random.default_rng(spec["round_seed"])
     total = spec["warmup"] + spec["rounds"]
     for round_index in range(total):
@@ -111,7 +108,8 @@ def time_points(spec: dict, device: torch.device, groups: dict[int, dist.Process
                 run, data = mine[point["id"]]
                 for batch in data:
                     run.step(batch)
-                sync(device)
+                if device_sync:
+                    device_sync()
             dist.barrier()
             if round_index >= spec["warmup"]:
                 samples[point["id"]].append(time.perf_counter() - start)
