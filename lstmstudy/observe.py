@@ -81,7 +81,8 @@ def classify(ops: Iterable[str], gpu_kernels: Sequence[str] = ()) -> str:
 def _profiled(calls: Sequence[Callable[[], object]], device: torch.device):
     """Profile `calls` once and return the profiler's events (its native start-up lines kept off the terminal)."""
     activities = [ProfilerActivity.CPU] + ([ProfilerActivity.CUDA] if device.type == "cuda" else [])
-    with quiet_native_stderr(), profile(activities=activities) as prof:
+    # acc_events: one cycle either way; without it torch 2.11 (a GPU node's) warns on every first start
+    with quiet_native_stderr(), profile(activities=activities, acc_events=True) as prof:
         for call in calls:
             call()
         if device.type == "cuda":

@@ -6,15 +6,20 @@ so that its ratios are formed within rounds. Each finished group is appended to 
 once, so an interrupted sweep keeps every finished row; rerunning the same sweep skips what is stored
 for this hardware (unless `rerun`). A point that raises becomes an `error` row with the message and the
 sweep goes on, unless the error poisons the process's CUDA context (then the sweep stops, keeping every
-finished row); a point that cannot run here raises `Skip(reason)` and becomes a `skipped` row.
+finished row); a point that cannot run here raises `Skip(reason)` and becomes a `skipped` row. Under a
+deadline, a group still running when it passes is interrupted (`Deadline.guard`), so that one point far
+longer than planned cannot hold a command past its limit, nor every later command after it.
 """
 
 from __future__ import annotations
 
 import gc
 import re
+import signal
+import threading
 import time
-from collections.abc import Callable, Iterable, Mapping
+from collections.abc import Callable, Iterable, Iterator, Mapping
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from datetime import datetime, timezone
 from pathlib import Path
@@ -118,6 +123,11 @@ def device_still_works(device: torch.device) -> bool:
         return False
 
 
+class DeadlineReached(BaseException):
+    """Raised inside a running group when the command's deadline passes (`Deadline.guard`). A BaseException,
+    so that the clauses keeping one failing point from ending its group (`except Exception`) let it through."""
+
+
 @dataclass
 class Deadline:
     """When a measuring command must stop, checked between groups of points across every claim it runs.
@@ -125,16 +135,21 @@ class Deadline:
     A group is started only if the longest group seen so far (or, for a slow kernel's point,
     `SLOW_POINT_S` if that is longer: a compile or a masked Keras loop) would still end before the
     deadline, and the first group of a command always starts, so every call makes progress and the next
-    one resumes.
+    one resumes. A group still running at the deadline is interrupted (`guard`).
     """
 
     at: float | None = None  # a time.monotonic() value; None: no deadline
+    seconds: float | None = None  # the whole deadline, as given
     longest_s: float = 0.0
     started: int = 0
 
     @classmethod
     def after(cls, seconds: float | None) -> Deadline:
-        return cls(None if seconds is None else time.monotonic() + seconds)
+        return cls(None if seconds is None else time.monotonic() + seconds, seconds)
+
+    def left_s(self) -> float | None:
+        """Seconds to the deadline (0 once passed), None without one."""
+        return None if self.at is None else max(self.at - time.monotonic(), 0.0)
 
     def allows_another(self, slow: bool = False) -> bool:
         if self.at is None or self.started == 0:
@@ -144,6 +159,31 @@ class Deadline:
     def record(self, seconds: float) -> None:
         self.started += 1
         self.longest_s = max(self.longest_s, seconds)
+
+    @contextmanager
+    def guard(self) -> Iterator[None]:
+        """Raise `DeadlineReached` in the code run inside if it is still running at the deadline (SIGALRM;
+        without a deadline, or off the main thread, where signals cannot be caught, it does nothing). A
+        Python loop is stopped at its next bytecode; a single native call (one cuDNN kernel, a compile's
+        subprocess) is let finish first."""
+        if self.at is None or threading.current_thread() is not threading.main_thread():
+            yield
+            return
+        armed = True
+
+        def interrupt(signum: int, frame: object) -> None:
+            if armed:
+                raise DeadlineReached(f"the deadline of {self.seconds:g} s passed")
+
+        previous = signal.signal(signal.SIGALRM, interrupt)
+        signal.setitimer(signal.ITIMER_REAL, max(self.at - time.monotonic(), 1e-3))
+        try:
+            yield
+            armed = False
+        finally:
+            armed = False
+            signal.setitimer(signal.ITIMER_REAL, 0)
+            signal.signal(signal.SIGALRM, previous)
 
 
 @dataclass
@@ -277,7 +317,20 @@ def run(claim: str, points: Iterable[Point], prepare: Prepare, plan: Rounds = Ro
             bar.set_postfix_str(label(group[0]) + (f" and {len(group) - 1} more" if len(group) > 1 else ""))
             start, conditions = time.monotonic(), hardware.conditions()
             rows, unusable = [], None
-            for point, outcome in zip(group, measure_group(group, prepare, dev, plan)):
+            whole_deadline = deadline.started == 0  # the first group of a command had all of it
+            try:
+                with deadline.guard():
+                    outcomes = measure_group(group, prepare, dev, plan)
+            except DeadlineReached as reached:
+                if not whole_deadline:  # a fresh command, with the whole deadline, may finish it
+                    deadline.record(time.monotonic() - start)
+                    report.left = left
+                    break
+                # it cannot finish within one command: an error row each, so the next command goes on
+                outcomes = [DeadlineReached(f"{reached} before its timing finished: one call with this deadline "
+                                            "cannot measure it; use a longer --deadline, or none, with "
+                                            "--retry-errors") for _ in group]
+            for point, outcome in zip(group, outcomes):
                 if isinstance(outcome, PointResult):
                     rows.append(make_row(claim, point, dev, fp, outcome=outcome, conditions=conditions))
                     report.measured += 1

@@ -228,9 +228,11 @@ def test_default_grids_by_device_kind():
     assert (cuda["layers"], cuda["corpus"]) == (claim.SEED_LAYERS, "ptb-valid+test")
     assert (cpu["layers"], cpu["corpus"]) == (2, "ptb-valid")  # whole epochs of both splits: too long on 2 cores
     assert cpu["sample_batches"] == cuda["sample_batches"] == claim.WHOLE_EPOCH
-    # the depth and the corpus are the only defaults that differ between the device kinds
-    assert {k: v for k, v in cuda.items() if k not in ("layers", "corpus")} == \
-        {k: v for k, v in cpu.items() if k not in ("layers", "corpus")}
+    # the depth, the corpus and Keras are the only defaults that differ between the device kinds: a GPU node
+    # runs Keras on its torch backend, where a masked LSTM is a Python loop (minutes per 8-layer epoch)
+    assert cpu["kernels"] == list(claim.KERNELS) and cuda["kernels"] == ["torch.padded", "torch.packed"]
+    assert {k: v for k, v in cuda.items() if k not in ("layers", "corpus", "kernels")} == \
+        {k: v for k, v in cpu.items() if k not in ("layers", "corpus", "kernels")}
     assert {p.shape.layers for p in claim.CLAIM.points("cuda", **{**REAL, "layers": 3})} == {3}
     # quick shrinks every size to a smoke run: a sample of 2 batches of a one-layer model, the real corpus kept
     quick = claim.CLAIM.points("cpu", quick=True)

@@ -106,3 +106,26 @@ def test_cpu_and_one_gpu_sets_are_not_measured(tmp_path, monkeypatch):
     assert [v.outcome for v in verdicts] == [Outcome.NOT_MEASURED] * 2
     assert all(v.ours_text.startswith("not measured (needs >= 2 GPUs") and not v.counts for v in verdicts)
     assert list(claim.functional_tests(results.load(claim.NAME, tmp_path)).status) == ["skipped", "ok", "skipped"]
+
+
+def test_a_one_gpu_nodes_skipped_rows_are_stored_before_its_run_starts(tmp_path, monkeypatch):
+    """A run that hangs until the command is killed must not take the 'needs >= 2 GPUs' rows with it."""
+    from lstmstudy.parallel import launch
+
+    monkeypatch.setattr(claim.hardware, "resolve_device", lambda device: torch.device("cuda"))
+    monkeypatch.setattr(claim.hardware, "fingerprint", lambda device: GPU)
+    monkeypatch.setattr(claim, "visible_devices", lambda kind: 1)
+    timeouts = []
+
+    def killed(spec, processes, *, timeout_s, **options):
+        timeouts.append(timeout_s)
+        raise KeyboardInterrupt  # what a kill at the command's limit leaves: nothing after this line runs
+
+    monkeypatch.setattr(launch, "run", killed)
+    points = claim.CLAIM.points("cuda")
+    with pytest.raises(KeyboardInterrupt):
+        claim.measure(points, device="cuda", min_time=0.1, root=tmp_path, deadline=sweep.Deadline.after(100),
+                      progress=False)
+    stored = results.load(claim.NAME, tmp_path)
+    assert len(stored) == sum(p.config["devices"] > 1 for p in points) > 0 and set(stored.status) == {"skipped"}
+    assert 60 <= timeouts[0] <= 100  # the workers are stopped by the deadline, not past the command's limit

@@ -167,7 +167,7 @@ class FakeCuda:
                 fake.current = fake.default
 
         @contextmanager
-        def fake_profile(activities):
+        def fake_profile(activities, **options):
             fake.events.append(f"profiler({','.join(sorted(a.name for a in activities))})")
             yield
 

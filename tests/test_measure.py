@@ -94,3 +94,58 @@ def test_the_gpu_tests_collect_on_a_node_without_the_notebook_stack(tmp_path):
     command = [sys.executable, "-m", "pytest", "--collect-only", "-q", "-m", "gpu", "-p", "no:cacheprovider"]
     done = subprocess.run(command, cwd=ROOT, env=env, capture_output=True, text=True, timeout=600)
     assert done.returncode == 0 and "tests collected" in done.stdout, done.stdout[-3000:] + done.stderr[-2000:]
+
+
+def _gpu_node(tmp_path, *args: str, **env: str):
+    """Run scripts/gpu-node.sh from a copy of the checkout (the device tool runs it in one), with $OUT."""
+    import os
+    import shutil
+    import subprocess
+    import sys
+
+    from conftest import ROOT
+
+    copy, out = tmp_path / "checkout", tmp_path / "out"
+    if not (copy / "scripts").exists():  # a second call runs in the same copy
+        (copy / "scripts").mkdir(parents=True)
+        out.mkdir()
+        shutil.copy(ROOT / "scripts" / "gpu-node.sh", copy / "scripts")
+        (copy / "lstmstudy").symlink_to(ROOT / "lstmstudy")
+    env = {**os.environ, "PYTHON": sys.executable, "OUT": str(out), "LSTMSTUDY_RESULTS": str(copy / "results"),
+           "LSTMSTUDY_HOST": "node", "LSTMSTUDY_GIT_COMMIT": "abc1234", "LSTMSTUDY_SITE": str(tmp_path / "site"),
+           **env}
+    done = subprocess.run(["bash", str(copy / "scripts" / "gpu-node.sh"), *args], cwd=tmp_path, env=env,
+                          capture_output=True, text=True, timeout=300)
+    return done, out
+
+
+def test_the_gpu_node_script_measures_and_packs_what_it_stored(tmp_path):
+    import tarfile
+
+    older = tmp_path / "checkout" / "results" / "energy" / "cuda-earlier.csv"  # what an earlier call brought back
+    older.parent.mkdir(parents=True)
+    older.write_text("claim\n")
+    done, out = _gpu_node(tmp_path, "measure", "120", "--device", "cpu", "--quick", "--claims", "01",
+                          "--no-progress")
+    assert done.returncode == 0, done.stdout[-2000:] + done.stderr[-2000:]
+    with tarfile.open(out / "results.tgz") as packed:
+        names = packed.getnames()
+    assert {n.rsplit(".", 1)[-1] for n in names} == {"csv", "json"}, names  # this call's files, no others
+    assert all(n.startswith("results/cudnn_fallback/cpu-") for n in names), names
+
+
+def test_the_gpu_node_script_names_what_is_missing_in_one_line(tmp_path):
+    done, _ = _gpu_node(tmp_path, "measure", "120", LSTMSTUDY_HOST="")
+    assert done.returncode != 0 and "set LSTMSTUDY_HOST" in done.stderr and len(done.stderr.splitlines()) == 1
+    done, _ = _gpu_node(tmp_path, "sweep")
+    assert done.returncode == 2 and done.stderr.startswith("usage: bash scripts/gpu-node.sh check | measure")
+
+
+def test_the_gpu_node_script_stops_where_keras_is_missing(tmp_path):
+    """Without the carried wheels every Keras point would become an error row, not retried by the next call."""
+    blocker = tmp_path / "blocker"
+    blocker.mkdir()
+    (blocker / "keras.py").write_text("raise ImportError('no keras on this node')\n")
+    done, out = _gpu_node(tmp_path, "measure", "120", PYTHONPATH=str(blocker))
+    assert done.returncode == 1 and "keras cannot be imported" in done.stderr
+    assert not (tmp_path / "checkout" / "results").exists()

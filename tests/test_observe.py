@@ -92,3 +92,16 @@ def test_whole_models_are_registry_rows_apart_from_the_lstm_layers():
     gemm = kernels.build("gemm", LSTMShape(batch=16, timesteps=1, features=16, hidden=16), config={"n": 16})
     gemm.step()
     assert gemm.flops == 2 * 16**3 and gemm.observed_kernel() == "none" and gemm.forward is None
+
+
+def test_observing_leaves_the_terminal_to_the_progress_bars():
+    """Every observation profiles; torch 2.11 (a GPU node's) warned on each profiler's start unless it
+    accumulates events. A fresh process, since torch shows that warning once per process."""
+    import subprocess
+    import sys
+
+    code = ("import torch; from lstmstudy.observe import observe; lstm = torch.nn.LSTM(3, 8); "
+            "observe([lambda: lstm(torch.randn(4, 2, 3))], torch.device('cpu')); "
+            "observe([lambda: lstm(torch.randn(4, 2, 3))], torch.device('cpu'))")
+    done = subprocess.run([sys.executable, "-W", "error", "-c", code], cwd=ROOT, capture_output=True, text=True)
+    assert done.returncode == 0, done.stderr[-2000:]

@@ -6,6 +6,7 @@ import signal
 import subprocess
 import sys
 import textwrap
+import time
 
 import pytest
 import torch
@@ -278,3 +279,37 @@ def test_a_step_that_fails_in_its_rounds_is_an_error_row_and_its_group_goes_on(r
     assert frame.status.to_dict() == {"torch.fused": "ok", "torch.native": "error"}
     assert "CUDNN_STATUS_EXECUTION_FAILED" in frame.error["torch.native"]
     assert len(frame.round_sizes["torch.fused"]) == 3
+
+
+def _slow_prepare(seconds: float):
+    """Points whose every call takes `seconds` (a Python loop, as Keras's masked LSTM on the torch backend)."""
+    def prepare(point, device):
+        def step():
+            end = time.monotonic() + seconds
+            while time.monotonic() < end:
+                pass
+        return sweep.Prepared(step, None, lambda m: sweep.PointResult(m, observed=Observation("aten-loop", {})))
+    return prepare
+
+
+def test_a_group_longer_than_a_whole_deadline_is_an_error_row_and_the_next_call_goes_on(results_root):
+    slow = frozenset({"torch.fake"})  # a group each
+    start = time.monotonic()
+    report = sweep.run("demo", grid(2), _slow_prepare(0.2), PLAN, device="cpu", progress=False,
+                       deadline=sweep.Deadline.after(0.5), slow=slow)
+    assert time.monotonic() - start < 1.5  # interrupted: its rounds would take 1.4 s, the second point as long
+    assert (report.measured, report.errors, report.left) == (0, 1, 1)
+    row = results.load("demo").iloc[0]
+    assert row.status == "error" and row.error.startswith("DeadlineReached: the deadline of 0.5 s passed before")
+    again = sweep.run("demo", grid(2), lambda p, d: fake_outcome(), device="cpu", progress=False,
+                      deadline=sweep.Deadline.after(60))
+    assert (again.measured, again.errors_not_retried) == (1, 1)
+
+
+def test_a_group_the_deadline_cuts_short_after_others_is_left_for_the_next_call(results_root):
+    deadline = sweep.Deadline.after(0.5)
+    deadline.record(0.01)  # an earlier group of this command: this one does not have the whole deadline
+    report = sweep.run("demo", grid(2), _slow_prepare(0.2), PLAN, device="cpu", progress=False, deadline=deadline)
+    assert (report.measured, report.errors, report.left) == (0, 0, 2)
+    assert results.load("demo").empty
+    assert signal.getsignal(signal.SIGALRM) is signal.SIG_DFL and signal.getitimer(signal.ITIMER_REAL) == (0.0, 0.0)

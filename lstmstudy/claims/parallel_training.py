@@ -204,13 +204,18 @@ def measure(points: list[sweep.Point], *, device: str, min_time: float, quick: b
     rows = [sweep.make_row(NAME, p, dev, fp, status="skipped", conditions=conditions,
                            error=f"{NEEDS[:-1]}; this node has {visible}): {p.config['devices']} were planned")
             for p in todo if p not in runnable]
+    if rows:  # stored before the launch: a worker that hangs until the command is killed cannot lose them
+        results.append(NAME, fp.hardware_id, rows, root)
+    stored, rows = rows, []
     deadline = deadline or sweep.Deadline()
     if runnable and deadline.allows_another():
         start = time.monotonic()
+        timeout_s = _launch_timeout_s(runnable, kind, quick)
+        if (left := deadline.left_s()) is not None:  # stop the workers by the deadline, not past the command's limit
+            timeout_s = min(timeout_s, max(left, 60.0))
         try:
             got = launch.run(_spec(runnable, kind, quick), max(p.config["devices"] for p in runnable),
-                             timeout_s=_launch_timeout_s(runnable, kind, quick), progress=progress,
-                             desc=f"{NAME} on {fp.hardware_id}")
+                             timeout_s=timeout_s, progress=progress, desc=f"{NAME} on {fp.hardware_id}")
         except launch.WorkerFailed as exc:
             rows += [sweep.make_row(NAME, p, dev, fp, status="error", error=sweep.describe(exc),
                                     conditions=conditions) for p in runnable]
@@ -235,7 +240,7 @@ def measure(points: list[sweep.Point], *, device: str, min_time: float, quick: b
         report.left = len(runnable)
     if rows:
         results.append(NAME, fp.hardware_id, rows, root)
-    statuses = [row["status"] for row in rows]
+    statuses = [row["status"] for row in stored + rows]
     report.measured, report.skipped, report.errors = (statuses.count(s) for s in ("ok", "skipped", "error"))
     return [report]
 

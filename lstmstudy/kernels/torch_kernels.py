@@ -122,7 +122,9 @@ def ieee_fp32(device: torch.device | str) -> Iterator[None]:
     with ExitStack() as stack:
         if torch.device(device).type == "cuda":
             stack.enter_context(_setting(torch.backends.cudnn.rnn, "fp32_precision", "ieee"))
-            # cuDNN's convolutions too, so that torch's legacy `allow_tf32` getter sees one consistent setting
+            # cuDNN's convolutions too, for any convolution in a whole-model step. The legacy getter
+            # `torch.backends.cudnn.allow_tf32` raises inside this block (torch refuses to read a mix of the
+            # new per-operator settings through it): read `cudnn.rnn.fp32_precision` instead
             stack.enter_context(_setting(torch.backends.cudnn.conv, "fp32_precision", "ieee"))
             stack.enter_context(_setting(torch.backends.cuda.matmul, "fp32_precision", "ieee"))
         yield
@@ -269,7 +271,7 @@ def _profiler_ready_for_graphs() -> None:
     `observed_kernel` profiles graph replays, and CUPTI must be initialised before a capture for that
     to work: this is what `torch.profiler._utils._init_for_cuda_graphs` does, with public names.
     """
-    with profile(activities=[ProfilerActivity.CPU, ProfilerActivity.CUDA]):
+    with profile(activities=[ProfilerActivity.CPU, ProfilerActivity.CUDA], acc_events=True):
         pass
 
 

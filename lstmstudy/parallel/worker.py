@@ -126,7 +126,9 @@ def main(spec_path: str) -> None:
     device = torch.device("cuda", local) if cuda else torch.device("cpu")
     if cuda:
         torch.cuda.set_device(device)
-        torch.backends.cuda.matmul.allow_tf32 = torch.backends.cudnn.allow_tf32 = False  # IEEE fp32, as elsewhere
+        # IEEE fp32 for the whole process, in the API `torch_kernels.ieee_fp32` uses (mixing in the legacy
+        # `allow_tf32` makes torch's getters raise)
+        torch.backends.cudnn.rnn.fp32_precision = torch.backends.cuda.matmul.fp32_precision = "ieee"
     dist.init_process_group("nccl" if cuda else "gloo", timeout=timedelta(seconds=spec["timeout_s"]),
                             device_id=device if cuda else None)
     try:

@@ -1,0 +1,63 @@
+#!/usr/bin/env bash
+# One call on an offline GPU node (README: "Measure on an offline GPU node"), so that every call of a short
+# GPU lease is one line and none forgets a step:
+#
+#   bash scripts/gpu-node.sh check                  carried wheels in, smoke check, then the tests marked gpu
+#   bash scripts/gpu-node.sh measure SECONDS [ARGS]  `lstmstudy measure --device cuda --claims all` until the
+#                                                   deadline (ARGS are passed on and win); the next call resumes
+#
+# Needs LSTMSTUDY_HOST (a stable name: the node may be renamed at boot) and LSTMSTUDY_GIT_COMMIT (the copy has
+# no .git). Where $OUT is set (the device tool's folder that comes back), the result files this call wrote
+# ($LSTMSTUDY_RESULTS, else results/) are packed into $OUT/results.tgz (unpack it over the checkout: each file is
+# whole) and the native logs copied to $OUT/logs, after every call, failed or not.
+set -uo pipefail
+cd "$(dirname "$0")/.."
+
+: "${LSTMSTUDY_HOST:?set LSTMSTUDY_HOST to a stable name for this node}"
+: "${LSTMSTUDY_GIT_COMMIT:?set LSTMSTUDY_GIT_COMMIT to the commit this copy holds, with +dirty if it has changes}"
+PY=${PYTHON:-python3}
+SITE=${LSTMSTUDY_SITE:-/tmp/lstmstudy-site}
+RESULTS=${LSTMSTUDY_RESULTS:-results}
+
+STAMP=$(mktemp)  # what this call wrote is newer
+
+pack() {
+    if [ -n "${OUT:-}" ] && [ -d "$RESULTS" ]; then
+        (cd "$(dirname "$RESULTS")" && find "$(basename "$RESULTS")" -type f -newer "$STAMP" \( -name "*.csv" -o -name "*.json" \)) > "$STAMP.list"
+        if [ -s "$STAMP.list" ]; then
+            tar czf "$OUT/results.tgz" -C "$(dirname "$RESULTS")" -T "$STAMP.list"
+            echo "packed $(wc -l < "$STAMP.list") result files this call wrote into $OUT/results.tgz"
+        fi
+        if [ -d _build/logs ]; then cp -r _build/logs "$OUT/logs"; fi
+    fi
+    rm -f "$STAMP" "$STAMP.list"
+}
+trap pack EXIT
+
+if compgen -G "wheelhouse/*.whl" >/dev/null && [ ! -d "$SITE/keras" ]; then
+    $PY -m pip install --quiet --no-index --no-deps --target "$SITE" wheelhouse/*.whl || exit 1
+fi
+export PYTHONPATH="$PWD:$SITE${PYTHONPATH:+:$PYTHONPATH}" KERAS_BACKEND=torch
+if ! $PY -c "import keras" 2>/dev/null; then  # else every Keras point would be stored as an error row
+    echo "keras cannot be imported: run 'make wheelhouse' where there is network and carry wheelhouse/" >&2
+    exit 1
+fi
+
+case "${1:-}" in
+    check)
+        $PY -m lstmstudy.cli env --device cuda --check
+        checked=$?
+        $PY -m pytest -q -m gpu -p no:cacheprovider
+        tested=$?
+        exit $((checked || tested))
+        ;;
+    measure)
+        seconds=${2:?measure needs a deadline in seconds, e.g. 480}
+        shift 2
+        $PY -m lstmstudy.cli measure --device cuda --claims all --deadline "$seconds" "$@"
+        ;;
+    *)
+        echo "usage: bash scripts/gpu-node.sh check | measure SECONDS [lstmstudy measure arguments]" >&2
+        exit 2
+        ;;
+esac
