@@ -249,7 +249,8 @@ def fingerprint(device: torch.device | str = "cpu") -> Fingerprint:
         python=platform.python_version(),
         platform=platform.platform(),
         keras_backend=keras_backend(),
-        versions={name: _version(name) for name in LIBRARIES if _version(name)},
+        # torch's own version string names its build (2.11.0+cu130), which its distribution's version does not
+        versions={**{name: _version(name) for name in LIBRARIES if _version(name)}, "torch": torch.__version__},
         git_commit=commit,
         git_dirty=dirty,
         host=host_tag(),

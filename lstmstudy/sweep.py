@@ -135,7 +135,7 @@ class Deadline:
     A group is started only if the longest group seen so far (or, for a slow kernel's point,
     `SLOW_POINT_S` if that is longer: a compile or a masked Keras loop) would still end before the
     deadline, and the first group of a command always starts, so every call makes progress and the next
-    one resumes. A group still running at the deadline is interrupted (`guard`).
+    one resumes. A group still running when it must end (`ends_next_group`) is interrupted (`guard`).
     """
 
     at: float | None = None  # a time.monotonic() value; None: no deadline
@@ -147,9 +147,15 @@ class Deadline:
     def after(cls, seconds: float | None) -> Deadline:
         return cls(None if seconds is None else time.monotonic() + seconds, seconds)
 
-    def left_s(self) -> float | None:
-        """Seconds to the deadline (0 once passed), None without one."""
-        return None if self.at is None else max(self.at - time.monotonic(), 0.0)
+    def ends_next_group(self) -> float | None:
+        """When the next group must end (a time.monotonic() value; None without a deadline). The first group
+        of a call gets the whole deadline from its own start, however long the set-up before it took, and at
+        least `SLOW_POINT_S`, so that every call makes progress; a later one must end by the deadline."""
+        if self.at is None:
+            return None
+        if self.started == 0:
+            return max(self.at, time.monotonic() + max(self.seconds or 0.0, SLOW_POINT_S))
+        return self.at
 
     def allows_another(self, slow: bool = False) -> bool:
         if self.at is None or self.started == 0:
@@ -162,22 +168,23 @@ class Deadline:
 
     @contextmanager
     def guard(self) -> Iterator[None]:
-        """Raise `DeadlineReached` in the code run inside if it is still running at the deadline (SIGALRM;
-        without a deadline, or off the main thread, where signals cannot be caught, it does nothing). A
-        Python loop is stopped at its next bytecode; a single native call (one cuDNN kernel, a compile's
-        subprocess) is let finish first."""
-        if self.at is None or threading.current_thread() is not threading.main_thread():
+        """Raise `DeadlineReached` in the group run inside if it is still running when it must end
+        (`ends_next_group`; SIGALRM: without a deadline, or off the main thread, where signals cannot be
+        caught, it does nothing). A Python loop is stopped at its next bytecode; a single native call (one
+        cuDNN kernel, a compile's subprocess) is let finish first. Not nested."""
+        ends = self.ends_next_group()
+        if ends is None or threading.current_thread() is not threading.main_thread():
             yield
             return
-        armed = True
+        armed, allowed = True, ends - time.monotonic()
 
         def interrupt(signum: int, frame: object) -> None:
             if armed:
-                raise DeadlineReached(f"the deadline of {self.seconds:g} s passed")
+                raise DeadlineReached(f"it ran past the {allowed:.0f} s it could have")
 
         previous = signal.signal(signal.SIGALRM, interrupt)
-        signal.setitimer(signal.ITIMER_REAL, max(self.at - time.monotonic(), 1e-3))
         try:
+            signal.setitimer(signal.ITIMER_REAL, max(allowed, 1e-3))
             yield
             armed = False
         finally:
@@ -317,19 +324,19 @@ def run(claim: str, points: Iterable[Point], prepare: Prepare, plan: Rounds = Ro
             bar.set_postfix_str(label(group[0]) + (f" and {len(group) - 1} more" if len(group) > 1 else ""))
             start, conditions = time.monotonic(), hardware.conditions()
             rows, unusable = [], None
-            whole_deadline = deadline.started == 0  # the first group of a command had all of it
+            first, outcomes = deadline.started == 0, None
             try:
                 with deadline.guard():
                     outcomes = measure_group(group, prepare, dev, plan)
             except DeadlineReached as reached:
-                if not whole_deadline:  # a fresh command, with the whole deadline, may finish it
+                if outcomes is None and not first:  # a fresh call, where it comes first, may finish it
                     deadline.record(time.monotonic() - start)
                     report.left = left
                     break
-                # it cannot finish within one command: an error row each, so the next command goes on
-                outcomes = [DeadlineReached(f"{reached} before its timing finished: one call with this deadline "
-                                            "cannot measure it; use a longer --deadline, or none, with "
-                                            "--retry-errors") for _ in group]
+                if outcomes is None:  # it had a whole deadline: an error row each, so the next call goes on
+                    outcomes = [DeadlineReached(f"{reached} as a call's first group, before its timing finished: "
+                                                "one call with this deadline cannot measure it; use a longer "
+                                                "--deadline, or none, with --retry-errors") for _ in group]
             for point, outcome in zip(group, outcomes):
                 if isinstance(outcome, PointResult):
                     rows.append(make_row(claim, point, dev, fp, outcome=outcome, conditions=conditions))
@@ -346,7 +353,8 @@ def run(claim: str, points: Iterable[Point], prepare: Prepare, plan: Rounds = Ro
                     rows.append(make_row(claim, point, dev, fp, status="error", error=describe(outcome),
                                          conditions=conditions))
                     report.errors += 1
-                    if unusable is None and (is_fatal_cuda_error(outcome) or not device_still_works(dev)):
+                    if unusable is None and not isinstance(outcome, DeadlineReached) and (
+                            is_fatal_cuda_error(outcome) or not device_still_works(dev)):
                         unusable = (point, outcome)
             deadline.record(time.monotonic() - start)
             results.append(claim, fp.hardware_id, rows, root)

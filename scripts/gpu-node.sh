@@ -18,7 +18,6 @@ cd "$(dirname "$0")/.."
 PY=${PYTHON:-python3}
 SITE=${LSTMSTUDY_SITE:-/tmp/lstmstudy-site}
 RESULTS=${LSTMSTUDY_RESULTS:-results}
-
 STAMP=$(mktemp)  # what this call wrote is newer
 
 pack() {
@@ -34,27 +33,42 @@ pack() {
 }
 trap pack EXIT
 
-if compgen -G "wheelhouse/*.whl" >/dev/null && [ ! -d "$SITE/keras" ]; then
-    $PY -m pip install --quiet --no-index --no-deps --target "$SITE" wheelhouse/*.whl || exit 1
+if compgen -G "wheelhouse/*.whl" >/dev/null; then
+    "$PY" -m pip install --quiet --upgrade --no-index --no-deps --target "$SITE" wheelhouse/*.whl || exit 1
 fi
 export PYTHONPATH="$PWD:$SITE${PYTHONPATH:+:$PYTHONPATH}" KERAS_BACKEND=torch
-if ! $PY -c "import keras" 2>/dev/null; then  # else every Keras point would be stored as an error row
-    echo "keras cannot be imported: run 'make wheelhouse' where there is network and carry wheelhouse/" >&2
+# else every Keras point would be stored as an error row, or run a Keras whose torch backend skips cuDNN
+if ! problem=$("$PY" -c "
+import keras
+if tuple(int(p) for p in keras.__version__.split('.')[:3] if p.isdigit()) < (3, 15, 1):
+    print(f'keras {keras.__version__} is older than 3.15.1')
+" 2>/dev/null) || [ -n "$problem" ]; then
+    echo "${problem:-keras cannot be imported}: run 'make wheelhouse' where there is network and carry wheelhouse/" >&2
     exit 1
 fi
 
 case "${1:-}" in
     check)
-        $PY -m lstmstudy.cli env --device cuda --check
+        "$PY" -m lstmstudy.cli env --device cuda --check
         checked=$?
-        $PY -m pytest -q -m gpu -p no:cacheprovider
-        tested=$?
+        if "$PY" -c "import pytest, hypothesis" 2>/dev/null; then
+            "$PY" -m pytest -q -m gpu -p no:cacheprovider
+            tested=$?
+        else
+            echo "pytest or hypothesis cannot be imported here: the tests marked gpu were not run" >&2
+            tested=1
+        fi
         exit $((checked || tested))
         ;;
     measure)
         seconds=${2:?measure needs a deadline in seconds, e.g. 480}
         shift 2
-        $PY -m lstmstudy.cli measure --device cuda --claims all --deadline "$seconds" "$@"
+        # the deadline stops it between groups and interrupts a group still running (a call's first group
+        # gets the whole deadline, and at least 120 s, from its own start); this is the backstop, so that the
+        # results are packed before the device tool kills the whole command
+        whole=${seconds%.*}
+        timeout --kill-after=10 "$(( (whole > 120 ? whole : 120) + 60 ))" \
+            "$PY" -m lstmstudy.cli measure --device cuda --claims all --deadline "$seconds" "$@"
         ;;
     *)
         echo "usage: bash scripts/gpu-node.sh check | measure SECONDS [lstmstudy measure arguments]" >&2

@@ -124,8 +124,30 @@ def test_a_one_gpu_nodes_skipped_rows_are_stored_before_its_run_starts(tmp_path,
     monkeypatch.setattr(launch, "run", killed)
     points = claim.CLAIM.points("cuda")
     with pytest.raises(KeyboardInterrupt):
-        claim.measure(points, device="cuda", min_time=0.1, root=tmp_path, deadline=sweep.Deadline.after(100),
+        claim.measure(points, device="cuda", min_time=0.1, root=tmp_path, deadline=sweep.Deadline.after(300),
                       progress=False)
     stored = results.load(claim.NAME, tmp_path)
     assert len(stored) == sum(p.config["devices"] > 1 for p in points) > 0 and set(stored.status) == {"skipped"}
-    assert 60 <= timeouts[0] <= 100  # the workers are stopped by the deadline, not past the command's limit
+    assert 290 <= timeouts[0] <= 301  # the workers are stopped by the deadline, not past the command's limit
+
+
+def test_a_run_the_deadline_cut_short_is_left_for_the_next_call(tmp_path, monkeypatch):
+    """Claim 7 runs last in a call: a run stopped by what was left of the deadline is no error of the run."""
+    from lstmstudy.parallel import launch
+
+    monkeypatch.setattr(claim, "visible_devices", lambda kind: 1)
+    monkeypatch.setattr(claim.hardware, "resolve_device", lambda device: torch.device("cuda"))
+    monkeypatch.setattr(claim.hardware, "fingerprint", lambda device: GPU)
+
+    def timed_out(spec, processes, *, timeout_s, **options):
+        raise launch.TimedOut(f"the run passed its time limit of {timeout_s:.0f} s and was stopped")
+
+    monkeypatch.setattr(launch, "run", timed_out)
+    points = claim.CLAIM.points("cuda")
+    deadline = sweep.Deadline.after(200)
+    deadline.record(10.0)  # earlier claims of this call used some of it
+    [report] = claim.measure(points, device="cuda", min_time=0.1, root=tmp_path, deadline=deadline, progress=False)
+    assert report.left == sum(p.config["devices"] == 1 for p in points) > 0 and report.errors == 0
+    [report] = claim.measure(points, device="cuda", min_time=0.1, root=tmp_path, deadline=sweep.Deadline.after(200),
+                             progress=False)  # a fresh call: its whole deadline was not enough, an error each
+    assert report.errors == sum(p.config["devices"] == 1 for p in points) and report.left == 0

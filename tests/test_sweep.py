@@ -281,10 +281,12 @@ def test_a_step_that_fails_in_its_rounds_is_an_error_row_and_its_group_goes_on(r
     assert len(frame.round_sizes["torch.fused"]) == 3
 
 
-def _slow_prepare(seconds: float):
+def _slow_prepare(seconds: float, calls: list | None = None):
     """Points whose every call takes `seconds` (a Python loop, as Keras's masked LSTM on the torch backend)."""
     def prepare(point, device):
         def step():
+            if calls is not None:
+                calls.append(point.shape.batch)
             end = time.monotonic() + seconds
             while time.monotonic() < end:
                 pass
@@ -292,24 +294,41 @@ def _slow_prepare(seconds: float):
     return prepare
 
 
-def test_a_group_longer_than_a_whole_deadline_is_an_error_row_and_the_next_call_goes_on(results_root):
+#: 1 warm-up call and 10 rounds of one call each: 2.2 s for a point whose call takes 0.2 s
+LONG = timing.Rounds(rounds=10, warmup=1, burst_s=0.0, burst_min_samples=1, extra_rounds=0)
+
+
+def test_a_group_longer_than_a_whole_deadline_is_an_error_row_and_the_next_call_goes_on(results_root, monkeypatch):
+    monkeypatch.setattr(sweep, "SLOW_POINT_S", 0.3)  # the least a call's first group gets
     slow = frozenset({"torch.fake"})  # a group each
     start = time.monotonic()
-    report = sweep.run("demo", grid(2), _slow_prepare(0.2), PLAN, device="cpu", progress=False,
+    report = sweep.run("demo", grid(2), _slow_prepare(0.2), LONG, device="cpu", progress=False,
                        deadline=sweep.Deadline.after(0.5), slow=slow)
-    assert time.monotonic() - start < 1.5  # interrupted: its rounds would take 1.4 s, the second point as long
+    assert time.monotonic() - start < 1.5  # interrupted: one point's rounds take 2.2 s, the second's as long
     assert (report.measured, report.errors, report.left) == (0, 1, 1)
     row = results.load("demo").iloc[0]
-    assert row.status == "error" and row.error.startswith("DeadlineReached: the deadline of 0.5 s passed before")
+    assert row.status == "error" and row.error.startswith("DeadlineReached: it ran past the 0 s it could have as a "
+                                                          "call's first group, before its timing finished")
     again = sweep.run("demo", grid(2), lambda p, d: fake_outcome(), device="cpu", progress=False,
                       deadline=sweep.Deadline.after(60))
     assert (again.measured, again.errors_not_retried) == (1, 1)
 
 
 def test_a_group_the_deadline_cuts_short_after_others_is_left_for_the_next_call(results_root):
-    deadline = sweep.Deadline.after(0.5)
+    deadline, calls = sweep.Deadline.after(1.0), []
     deadline.record(0.01)  # an earlier group of this command: this one does not have the whole deadline
-    report = sweep.run("demo", grid(2), _slow_prepare(0.2), PLAN, device="cpu", progress=False, deadline=deadline)
+    report = sweep.run("demo", grid(2), _slow_prepare(0.2, calls), LONG, device="cpu", progress=False,
+                       deadline=deadline)
+    assert calls and set(calls) == {1}  # the first point's group started and was cut short
     assert (report.measured, report.errors, report.left) == (0, 0, 2)
     assert results.load("demo").empty
     assert signal.getsignal(signal.SIGALRM) is signal.SIG_DFL and signal.getitimer(signal.ITIMER_REAL) == (0.0, 0.0)
+
+
+def test_a_calls_first_group_gets_the_whole_deadline_however_long_the_set_up_took(results_root):
+    """Imports, a fingerprint or a build before it may spend most of a deadline: the first group still gets all
+    of it from its own start (and every call makes progress)."""
+    deadline = sweep.Deadline(at=time.monotonic() + 0.1, seconds=5.0)  # 4.9 s of it already spent
+    report = sweep.run("demo", grid(2), _slow_prepare(0.2), PLAN, device="cpu", progress=False, deadline=deadline)
+    assert (report.measured, report.errors, report.left) == (1, 0, 1)
+    assert deadline.ends_next_group() == deadline.at  # the second group had to end by the deadline itself

@@ -463,7 +463,7 @@ CLAIM = Claim(
     # torch only: Keras on a GPU node runs on its torch backend, which refuses a mask on its cuDNN path, so a
     # masked LSTM is Keras's step-by-step Python loop (timed at 1.3 ms per step and layer, forward and
     # backward, on a 2-core CPU; launch-bound on a GPU too): about 3 minutes per 8-layer epoch of both splits,
-    # half an hour per point's rounds (`-y 'grid: {kernels: [keras.masked]}'` asks for it)
+    # half an hour per point's rounds (the notebook's `grid` parameter, with keras.masked in `kernels`, asks)
     defaults={"cpu": dict(layers=2, corpus="ptb-valid", **_COMMON),
               "cuda": dict(layers=SEED_LAYERS, corpus="ptb-valid+test", **{**_COMMON, "kernels": list(KERNELS[:2])})},
     grid=grid, measure=measure, verdicts=verdicts, check=check_parameters,

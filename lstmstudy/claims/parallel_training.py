@@ -208,17 +208,20 @@ def measure(points: list[sweep.Point], *, device: str, min_time: float, quick: b
         results.append(NAME, fp.hardware_id, rows, root)
     stored, rows = rows, []
     deadline = deadline or sweep.Deadline()
-    if runnable and deadline.allows_another():
-        start = time.monotonic()
-        timeout_s = _launch_timeout_s(runnable, kind, quick)
-        if (left := deadline.left_s()) is not None:  # stop the workers by the deadline, not past the command's limit
-            timeout_s = min(timeout_s, max(left, 60.0))
+    if runnable and deadline.allows_another(slow=True):
+        start, first = time.monotonic(), deadline.started == 0
+        planned = _launch_timeout_s(runnable, kind, quick)
+        ends = deadline.ends_next_group()  # stop the workers by then, not past the command's limit
+        timeout_s = planned if ends is None else min(planned, max(ends - start, 60.0))
         try:
             got = launch.run(_spec(runnable, kind, quick), max(p.config["devices"] for p in runnable),
                              timeout_s=timeout_s, progress=progress, desc=f"{NAME} on {fp.hardware_id}")
         except launch.WorkerFailed as exc:
-            rows += [sweep.make_row(NAME, p, dev, fp, status="error", error=sweep.describe(exc),
-                                    conditions=conditions) for p in runnable]
+            if isinstance(exc, launch.TimedOut) and timeout_s < planned and not first:
+                report.left = len(runnable)  # cut short by the deadline: a fresh call, where it comes first, may finish
+            else:
+                rows += [sweep.make_row(NAME, p, dev, fp, status="error", error=sweep.describe(exc),
+                                        conditions=conditions) for p in runnable]
         else:
             agree, said = check_text(got.get("check"), kind)
             for i, p in enumerate(runnable):

@@ -28,6 +28,10 @@ class WorkerFailed(StudyError):
     """A claim 7 run ended without a result: a worker raised, died, or the run passed its time limit."""
 
 
+class TimedOut(WorkerFailed):
+    """The run passed its time limit and was killed (a hang, or a limit cut short by a command's deadline)."""
+
+
 def torchrun_command(processes: int, spec_path: Path) -> list[str]:
     return [sys.executable, "-m", "torch.distributed.run", "--standalone", f"--nproc-per-node={processes}",
             "-m", "lstmstudy.parallel.worker", str(spec_path)]
@@ -53,8 +57,8 @@ def run(spec: dict, processes: int, *, timeout_s: float, progress: bool = True, 
         except subprocess.TimeoutExpired:
             os.killpg(proc.pid, signal.SIGKILL)
             proc.wait()
-            raise WorkerFailed(f"the {processes}-process run passed its time limit of {timeout_s:.0f} s and was "
-                               f"stopped") from None
+            raise TimedOut(f"the {processes}-process run passed its time limit of {timeout_s:.0f} s and was "
+                           f"stopped") from None
         finally:
             reader.join(timeout=5)
             bar.close()

@@ -126,9 +126,9 @@ def main(spec_path: str) -> None:
     device = torch.device("cuda", local) if cuda else torch.device("cpu")
     if cuda:
         torch.cuda.set_device(device)
-        # IEEE fp32 for the whole process, in the API `torch_kernels.ieee_fp32` uses (mixing in the legacy
-        # `allow_tf32` makes torch's getters raise)
-        torch.backends.cudnn.rnn.fp32_precision = torch.backends.cuda.matmul.fp32_precision = "ieee"
+        # IEEE fp32 for the whole process, the settings `torch_kernels.ieee_fp32` makes for a block
+        for flags in (torch.backends.cudnn.rnn, torch.backends.cudnn.conv, torch.backends.cuda.matmul):
+            flags.fp32_precision = "ieee"
     dist.init_process_group("nccl" if cuda else "gloo", timeout=timedelta(seconds=spec["timeout_s"]),
                             device_id=device if cuda else None)
     try:
