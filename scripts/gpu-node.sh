@@ -3,8 +3,9 @@
 # GPU lease is one line and none forgets a step:
 #
 #   bash scripts/gpu-node.sh check                  carried wheels in, smoke check, then the tests marked gpu
-#   bash scripts/gpu-node.sh measure SECONDS [ARGS]  `lstmstudy measure --device cuda --claims all` until the
-#                                                   deadline (ARGS are passed on and win); the next call resumes
+#   bash scripts/gpu-node.sh measure SECONDS [ARGS]  `lstmstudy measure --device cuda` of every claim, the most
+#                                                   telling first (the GPU issue's order), until the deadline
+#                                                   (ARGS are passed on and win); the next call resumes
 #
 # Needs LSTMSTUDY_HOST (a stable name: the node may be renamed at boot) and LSTMSTUDY_GIT_COMMIT (the copy has
 # no .git). Where $OUT is set (the device tool's folder that comes back), the result files this call wrote
@@ -68,7 +69,8 @@ case "${1:-}" in
         # results are packed before the device tool kills the whole command
         whole=${seconds%.*}
         timeout --kill-after=10 "$(( (whole > 120 ? whole : 120) + 60 ))" \
-            "$PY" -m lstmstudy.cli measure --device cuda --claims all --deadline "$seconds" "$@"
+            "$PY" -m lstmstudy.cli measure --device cuda --claims 06 01 03 04 02 05 07 kernels \
+            --deadline "$seconds" "$@"
         ;;
     *)
         echo "usage: bash scripts/gpu-node.sh check | measure SECONDS [lstmstudy measure arguments]" >&2

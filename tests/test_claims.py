@@ -62,6 +62,9 @@ def test_a_grid_override_is_checked_before_anything_runs():
 def test_claims_are_found_by_number_name_or_stem():
     assert [c.stem for c in lookup(["02", "mixed_precision", "05_bucketing"])] == [
         "02_cpu_vs_gpu_batch", "03_mixed_precision", "05_bucketing"]
+    # in the order asked, each once: a GPU lease measures the most telling claims first
+    assert [c.stem for c in lookup(["06", "01", "energy", "kernels", "02"])] == [
+        "06_energy", "01_cudnn_fallback", "kernels", "02_cpu_vs_gpu_batch"]
     assert lookup(["all"]) == lookup(None) == registry()
     assert [c.stem for c in lookup(["kernels"])] == ["kernels"]
     with pytest.raises(ParameterError, match="unknown claim '99'"):

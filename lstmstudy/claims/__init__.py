@@ -169,18 +169,19 @@ def registry(*, judged_only: bool = False) -> list[Claim]:
 
 
 def lookup(wanted: Sequence[str] | None) -> list[Claim]:
-    """Claims by number (`01`), name (`cudnn_fallback`) or stem, in registry order; None or 'all': every one."""
+    """Claims by number (`01`), name (`cudnn_fallback`) or stem, in the order asked (a short GPU lease measures
+    the most telling first), each once; None or 'all': every one, in registry order."""
     entries = registry()
     if not wanted or list(wanted) == ["all"]:
         return entries
-    chosen = set()
+    chosen: dict[str, Claim] = {}
     for want in wanted:
-        matches = [c.stem for c in entries if want in (c.number, c.name, c.stem)]
+        matches = [c for c in entries if want in (c.number, c.name, c.stem)]
         if not matches:
             known = ", ".join(["all", *(c.stem for c in entries)])
             raise ParameterError(f"unknown claim {want!r}; known: {known}")
-        chosen.update(matches)
-    return [c for c in entries if c.stem in chosen]
+        chosen.update((c.stem, c) for c in matches if c.stem not in chosen)
+    return list(chosen.values())
 
 
 @dataclass(frozen=True)
