@@ -250,7 +250,7 @@ def fingerprint(device: torch.device | str = "cpu") -> Fingerprint:
         platform=platform.platform(),
         keras_backend=keras_backend(),
         # torch's own version string names its build (2.11.0+cu130), which its distribution's version does not
-        versions={**{name: _version(name) for name in LIBRARIES if _version(name)}, "torch": torch.__version__},
+        versions={**{name: v for name in LIBRARIES if (v := _version(name))}, "torch": torch.__version__},
         git_commit=commit,
         git_dirty=dirty,
         host=host_tag(),

@@ -329,11 +329,12 @@ def run(claim: str, points: Iterable[Point], prepare: Prepare, plan: Rounds = Ro
                 with deadline.guard():
                     outcomes = measure_group(group, prepare, dev, plan)
             except DeadlineReached as reached:
-                if outcomes is None and not first:  # a fresh call, where it comes first, may finish it
-                    deadline.record(time.monotonic() - start)
-                    report.left = left
-                    break
-                if outcomes is None:  # it had a whole deadline: an error row each, so the next call goes on
+                if outcomes is None:  # else the alarm came after the group finished: its rows stand
+                    if not first:  # a fresh call, where it comes first, may finish it
+                        deadline.record(time.monotonic() - start)
+                        report.left = left
+                        break
+                    # it had a whole deadline: an error row each, so the next call goes on
                     outcomes = [DeadlineReached(f"{reached} as a call's first group, before its timing finished: "
                                                 "one call with this deadline cannot measure it; use a longer "
                                                 "--deadline, or none, with --retry-errors") for _ in group]

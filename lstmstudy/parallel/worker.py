@@ -26,6 +26,7 @@ import numpy as np
 import torch
 import torch.distributed as dist
 
+from lstmstudy.kernels.torch_kernels import ieee_fp32
 from lstmstudy.parallel.batching import timed_plan
 from lstmstudy.parallel.model import Batch, batches, build
 from lstmstudy.parallel.schemes import DataParallel, Pipeline, SingleDevice
@@ -126,20 +127,19 @@ def main(spec_path: str) -> None:
     device = torch.device("cuda", local) if cuda else torch.device("cpu")
     if cuda:
         torch.cuda.set_device(device)
-        # IEEE fp32 for the whole process, the settings `torch_kernels.ieee_fp32` makes for a block
-        for flags in (torch.backends.cudnn.rnn, torch.backends.cudnn.conv, torch.backends.cuda.matmul):
-            flags.fp32_precision = "ieee"
     dist.init_process_group("nccl" if cuda else "gloo", timeout=timedelta(seconds=spec["timeout_s"]),
                             device_id=device if cuda else None)
     try:
-        world = dist.get_world_size()
-        # every process creates every group, in the same order, members or not (torch.distributed's rule)
-        groups = {k: dist.new_group(list(range(k))) for k in sorted({p["devices"] for p in spec["points"]}) if k > 1}
-        result: dict = {"world_size": world, "threads": torch.get_num_threads()}
-        if spec["check"] and world > 1:
-            first = batches(timed_plan(spec["points"][0]["config"]), spec["features"], spec["seed"])[0]
-            result["check"] = check(spec, first, device, groups.get(world) or dist.group.WORLD)
-        result["samples"] = time_points(spec, device, groups)
+        with ieee_fp32(device):  # IEEE fp32, as every other step of the study
+            world = dist.get_world_size()
+            # every process creates every group, in the same order, members or not (torch.distributed's rule)
+            groups = {k: dist.new_group(list(range(k)))
+                      for k in sorted({p["devices"] for p in spec["points"]}) if k > 1}
+            result: dict = {"world_size": world, "threads": torch.get_num_threads()}
+            if spec["check"] and world > 1:
+                first = batches(timed_plan(spec["points"][0]["config"]), spec["features"], spec["seed"])[0]
+                result["check"] = check(spec, first, device, groups.get(world) or dist.group.WORLD)
+            result["samples"] = time_points(spec, device, groups)
         result["imported"] = sorted(m for m in ("tensorflow", "keras") if m in sys.modules)
         if rank == 0:
             (folder / "result.json").write_text(json.dumps(result))
