@@ -10,6 +10,7 @@
 from __future__ import annotations
 
 from contextlib import contextmanager, nullcontext
+from dataclasses import replace
 
 import numpy as np
 import pytest
@@ -58,12 +59,21 @@ def test_checked_compute_dtype(precision, dtype, mixed, ok):
 
 
 @pytest.fixture
-def lstm_outputs_fp16(monkeypatch):
-    """nn.LSTM returns fp16 whatever it was asked: what autocast's cuDNN wrapper does on a GPU under bf16."""
+def fused_runs_bf16(monkeypatch):
+    """torch.fused as where bf16 runs fused (a GPU), on any CPU: its availability check says yes."""
+    row = kernels.spec("torch.fused")
+    monkeypatch.setitem(kernels.REGISTRY, "torch.fused", replace(row, unavailable=lambda device, precision: None))
+
+
+@pytest.fixture
+def lstm_outputs_fp16(monkeypatch, fused_runs_bf16):
+    """nn.LSTM returns fp16 whatever it was asked: what autocast's cuDNN wrapper does on a GPU under bf16. It
+    computes in fp32 first, so that no CPU's oneDNN is asked for a bf16 LSTM it may not have."""
     forward = nn.LSTM.forward
 
     def fp16_forward(self, *args, **kwargs):
-        out, state = forward(self, *args, **kwargs)
+        with torch.autocast("cpu", enabled=False):
+            out, state = forward(self, *args, **kwargs)
         return out.half(), state
 
     monkeypatch.setattr(nn.LSTM, "forward", fp16_forward)
@@ -77,14 +87,16 @@ def test_bf16_computed_in_fp16_is_an_error(lstm_outputs_fp16, phase):
 
 
 def test_the_sweep_stores_the_mismatch_as_an_error_row(lstm_outputs_fp16, tmp_path):
-    points = [sweep.Point("torch.fused", SHAPE, "bf16"), sweep.Point("torch.raw", SHAPE, "bf16")]
+    """Beside a point that computes in bf16 on any CPU (the recurrence alone, op by op), which is stored."""
+    one_layer = LSTMShape(batch=2, timesteps=4, features=3, hidden=5)
+    points = [sweep.Point("torch.fused", SHAPE, "bf16"), sweep.Point("torch.raw_noinput", one_layer, "bf16")]
     report = sweep.run("kernels", points, kernels.prepare, QUICK, device="cpu", root=tmp_path, progress=False)
     assert (report.measured, report.errors) == (1, 1)
     rows = {row["kernel"]: row for row in results.read_rows(report.path)}
     assert rows["torch.fused"]["status"] == "error"
     assert rows["torch.fused"]["error"] == ("PrecisionMismatch: torch.fused at bf16: the LSTM computed in float16, "
                                             "not bfloat16")
-    assert rows["torch.raw"]["status"] == "ok" and rows["torch.raw"]["compute_dtype"] == "bfloat16"
+    assert rows["torch.raw_noinput"]["status"] == "ok" and rows["torch.raw_noinput"]["compute_dtype"] == "bfloat16"
 
 
 def test_nn_lstm_rows_hold_the_compute_type_on_a_gpu_only():
@@ -95,8 +107,9 @@ def test_nn_lstm_rows_hold_the_compute_type_on_a_gpu_only():
 
 
 @pytest.fixture
-def held_like_on_a_gpu(monkeypatch):
-    """The nn.LSTM rows built as on a GPU (module and input in the 16-bit type, no autocast), here on the CPU."""
+def held_like_on_a_gpu(monkeypatch, fused_runs_bf16):
+    """The nn.LSTM rows built as on a GPU (module and input in the 16-bit type, no autocast), here on the CPU,
+    where PyTorch runs a bf16 module on oneDNN or, on a CPU without AVX-512, on ATen's loop: in bf16 either way."""
     monkeypatch.setattr(torch_kernels, "_holds_compute_type", lambda device, precision: precision != "fp32")
 
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 import torch
 
-from lstmstudy import cli, results, sweep
+from lstmstudy import cli, kernels, results, sweep
 from lstmstudy.backends import CHOSEN_NOTE
 from lstmstudy.claims import lookup, registry
 
@@ -24,6 +24,18 @@ def test_a_quick_run_measures_every_claim_without_the_notebook_stack(quick_measu
         assert errors.empty, f"{claim.stem}: {errors.error.tolist()}"  # a blocked import would be an error row
         assert not frame.error.str.contains("blocked").any()
     assert not results.load("roofline", quick_measurement.root).empty
+
+
+def test_a_baseline_this_cpu_cannot_run_fused_is_skipped_with_the_reason(quick_measurement):
+    """Claim 4's bf16 raw baseline: measured where oneDNN has a bf16 LSTM (AVX-512), else a skipped row saying why."""
+    frame = results.load("frameworks_vs_baseline", quick_measurement.root)
+    raw = frame[(frame.kernel == "torch.raw") & (frame.precision == "bf16")]
+    assert not raw.empty
+    reason = kernels.available("cpu", "bf16")["torch.raw"]
+    if reason:
+        assert set(raw.status) == {"skipped"} and all(reason in error for error in raw.error)
+    else:
+        assert set(raw.status) == {"ok"} and set(raw.observed_kernel) == {"onednn"}
 
 
 def test_keras_runs_on_its_torch_backend_and_its_rows_say_so(quick_measurement):

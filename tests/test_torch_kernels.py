@@ -126,21 +126,67 @@ def test_low_precision_runs_close_to_fp32_or_skips(name, precision, phase):
 
 @pytest.mark.parametrize("phase", ["inference", "train"])
 def test_compute_dtype_is_what_the_lstm_output_had(phase):
-    """fp32 is float32; bf16 is bfloat16 where oneDNN ran it, float32 where only the matmuls were autocast."""
+    """fp32 is float32; bf16 is bfloat16 where oneDNN ran it, float32 where only the matmuls were autocast.
+
+    The fused rows at bf16 exist only where this CPU's oneDNN has a bf16 LSTM (AVX-512); elsewhere they are
+    skipped with that reason, never built on ATen's loop."""
     shape = SHAPES["two-layer-bidirectional"]
     assert kernels.build("torch.fused", shape, phase=phase).compute_dtype == "float32"
-    fused = kernels.build("torch.fused", shape, "cpu", "bf16", phase)
-    assert fused.compute_dtype == ("bfloat16" if fused.observed_kernel() == "onednn" else "float32")
-    assert kernels.build("torch.raw", shape, "cpu", "bf16", phase).compute_dtype == "bfloat16"
+    for name in ("torch.fused", "torch.raw"):
+        if reason := kernels.available("cpu", "bf16")[name]:
+            assert "this CPU has no fused bf16 LSTM" in reason
+            with pytest.raises(Skip, match=re.escape(reason)):
+                kernels.build(name, shape, "cpu", "bf16", phase)
+            continue
+        built = kernels.build(name, shape, "cpu", "bf16", phase)
+        assert built.observed_kernel() == "onednn" and built.compute_dtype == "bfloat16"
     assert kernels.build("torch.raw_noinput", SHAPES["single"], "cpu", "fp16", phase).compute_dtype == "float16"
     # autocast runs the cell loop's matmuls in bf16 but its cell state stays fp32, and the field says so
     assert kernels.build("torch.cell_loop", shape, "cpu", "bf16", phase).compute_dtype == "float32"
 
 
 def test_a_measured_point_passes_the_compute_dtype_on():
-    point = sweep.Point("torch.raw", SHAPES["single"], precision="bf16")
+    """The recurrence alone computes in bf16 on any CPU (op by op), so the point is measured everywhere."""
+    point = sweep.Point("torch.raw_noinput", SHAPES["single"], precision="bf16")
     outcome = measure_one(point)
     assert outcome.compute_dtype == "bfloat16"
+
+
+@pytest.mark.parametrize("name", ["torch.fused", "torch.raw"])
+@pytest.mark.parametrize("precision", ["bf16", "fp16"])
+def test_a_cpu_without_a_fused_16_bit_lstm_skips_the_fused_rows_with_the_reason(monkeypatch, name, precision):
+    """As on a CPU without AVX-512, whatever this one has: a skipped row naming the missing ISA, never an error."""
+    from lstmstudy.kernels import criteria
+
+    monkeypatch.setattr(criteria, "onednn_dtype_unsupported", lambda dtype: f"{dtype} needs a newer CPU")
+    outcome = sweep.measure_group([sweep.Point(name, SHAPES["single"], precision)], kernels.prepare,
+                                  torch.device("cpu"), QUICK)[0]
+    assert isinstance(outcome, Skip)
+    assert str(outcome) == (f"{name} at {precision} on cpu: this CPU has no fused {precision} LSTM: "
+                            f"torch.{'bfloat16' if precision == 'bf16' else 'float16'} needs a newer CPU")
+    assert kernels.available("cpu", precision)[name] and kernels.available("cpu", "fp32")[name] is None
+
+
+def test_a_fused_row_that_ran_the_loop_at_16_bits_on_a_cpu_is_skipped_not_an_error(monkeypatch, tmp_path):
+    """oneDNN may still refuse a precision the availability check allowed (fp16 training, or an ISA capped by
+    ONEDNN_MAX_CPU_ISA): what ran says so, and the sweep stores a skipped row; at fp32 it stays an error."""
+    import dataclasses
+
+    from lstmstudy.observe import Observation
+
+    real_build = kernels.build
+    monkeypatch.setattr(kernels, "build", lambda *args, **kwargs: dataclasses.replace(
+        real_build(*args, **kwargs), observe=lambda: Observation("aten-loop"), compute_dtype="bfloat16"))
+    monkeypatch.setitem(kernels.REGISTRY, "torch.raw_noinput",
+                        dataclasses.replace(kernels.spec("torch.raw_noinput"), fused_on=("cpu",)))
+    points = [sweep.Point("torch.raw_noinput", SHAPES["single"], "bf16"),
+              sweep.Point("torch.raw_noinput", SHAPES["single"], "fp32")]
+    report = sweep.run("demo", points, kernels.prepare, QUICK, device="cpu", root=tmp_path, progress=False)
+    rows = {row["precision"]: row for row in results.read_rows(report.path)}
+    assert rows["bf16"]["status"] == "skipped"
+    assert rows["bf16"]["error"] == ("torch.raw_noinput at bf16: this CPU's oneDNN ran aten-loop, not its fused "
+                                     "LSTM, at bf16: no fused baseline here")
+    assert rows["fp32"]["status"] == "error" and "NotFused" in rows["fp32"]["error"]
 
 
 def test_available_lists_every_torch_kernel():

@@ -227,10 +227,18 @@ class NotFused(RuntimeError):
 
 
 def check_fused(k: Built) -> Built:
-    """`k` as built, once what it really ran is what a fused baseline must run on its device."""
+    """`k` as built, once what it really ran is what a fused baseline must run on its device.
+
+    Anything else is `NotFused` (an error row), except a 16-bit precision on a CPU: there it means the CPU has
+    no fused LSTM at that precision, and the row is skipped with what ran."""
     if k.device.type not in spec(k.name).fused_on:
         return k
     expected, seen = FUSED[k.device.type], k.observed_kernel() or k.predicted_kernel
+    if seen != expected and k.device.type == "cpu" and k.precision != "fp32":
+        # oneDNN took no 16-bit LSTM here (fp16 training, say, or an ISA capped by ONEDNN_MAX_CPU_ISA):
+        # the CPU cannot run this precision fused, which is a reason to skip, not a failure
+        raise Skip(f"{k.name} at {k.precision}: this CPU's oneDNN ran {seen or 'nothing observable'}, not its fused "
+                   f"LSTM, at {k.precision}: no fused baseline here")
     if seen != expected:
         raise NotFused(f"{k.name} at {k.precision} ran {seen or 'nothing observable'}, not {expected}: it is no "
                        f"fused baseline here")

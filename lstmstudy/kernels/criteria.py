@@ -488,6 +488,19 @@ def _miopen_runs(rnn: nn.RNNBase, dtype: torch.dtype) -> bool:
             and dtype in (torch.float32, torch.float16) and not getattr(rnn, "proj_size", 0))
 
 
+def onednn_dtype_unsupported(dtype: torch.dtype) -> str | None:
+    """Why this CPU's oneDNN has no LSTM in a 16-bit `dtype` (None: it has one), as PyTorch's `use_mkldnn` asks.
+
+    bfloat16 needs AVX-512 (AVX512-BW and up) or an Arm CPU with BF16; float16 needs AVX512-FP16 or AMX-FP16.
+    Most laptops, many cloud VMs and every AMD Zen 2/3 server have neither: there PyTorch runs ATen's loop.
+    """
+    if dtype == torch.bfloat16 and not torch.ops.mkldnn._is_mkldnn_bf16_supported():
+        return "bfloat16 needs an AVX-512 (or Arm BF16) CPU for oneDNN"
+    if dtype == torch.float16 and not torch.ops.mkldnn._is_mkldnn_fp16_supported():
+        return "float16 needs an AVX512-FP16 or AMX-FP16 CPU for oneDNN"
+    return None
+
+
 def _onednn_reasons(rnn: nn.RNNBase, dtype: torch.dtype, numel: int, batch_sizes) -> list[Reason]:
     """Why PyTorch's CPU LSTM is not oneDNN's (`use_mkldnn` and the checks around it); empty when it is."""
     if rnn.mode != "LSTM":
@@ -497,17 +510,12 @@ def _onednn_reasons(rnn: nn.RNNBase, dtype: torch.dtype, numel: int, batch_sizes
         reasons.append(Reason("onednn_unavailable", "this PyTorch build has no oneDNN (mkldnn)", device=True))
     elif not torch.backends.mkldnn.enabled:
         reasons.append(Reason("onednn_disabled", "torch.backends.mkldnn.enabled is False", device=True))
-    if dtype == torch.bfloat16:
-        if not torch.ops.mkldnn._is_mkldnn_bf16_supported():
-            reasons.append(Reason("onednn_dtype", "bfloat16 needs an AVX-512 (or Arm BF16) CPU for oneDNN",
-                                  device=True))
-    elif dtype == torch.float16:
-        if torch.is_grad_enabled():
-            reasons.append(Reason("onednn_fp16_grad", "float16 gets oneDNN only without autograd (torch.no_grad() or "
-                                                      "torch.inference_mode()), and grad mode is on"))
-        elif not torch.ops.mkldnn._is_mkldnn_fp16_supported():
-            reasons.append(Reason("onednn_dtype", "float16 needs an AVX512-FP16 or AMX-FP16 CPU for oneDNN",
-                                  device=True))
+    if dtype == torch.float16 and torch.is_grad_enabled():
+        reasons.append(Reason("onednn_fp16_grad", "float16 gets oneDNN only without autograd (torch.no_grad() or "
+                                                  "torch.inference_mode()), and grad mode is on"))
+    elif dtype in (torch.bfloat16, torch.float16):
+        if reason := onednn_dtype_unsupported(dtype):
+            reasons.append(Reason("onednn_dtype", reason, device=True))
     elif dtype != torch.float32:
         reasons.append(Reason("onednn_dtype", f"dtype is {dtype}; oneDNN's LSTM takes float32, bfloat16 or float16"))
     if numel == 0:

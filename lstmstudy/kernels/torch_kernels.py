@@ -69,13 +69,17 @@ def _dtype_unavailable(device: torch.device, precision: str) -> str | None:
     return None
 
 
-def _cudnn_unavailable(device: torch.device, precision: str) -> str | None:
-    """Why cuDNN cannot run an RNN at `precision` on this GPU (bf16 needs cuDNN 9.13 and sm80), or None."""
-    from lstmstudy.kernels.criteria import bf16_cudnn_supported
+def _vendor_unavailable(device: torch.device, precision: str) -> str | None:
+    """Why the vendor library cannot run an LSTM at `precision` here, or None: cuDNN's bf16 RNN needs cuDNN 9.13
+    and sm80; oneDNN's 16-bit LSTMs need AVX-512 (bf16) or AVX512-FP16/AMX (fp16). A fused row is then skipped
+    with this reason rather than timed on the generic loop PyTorch falls back to."""
+    from lstmstudy.kernels.criteria import bf16_cudnn_supported, onednn_dtype_unsupported
 
     if device.type == "cuda" and precision == "bf16" and not bf16_cudnn_supported():
         return (f"cuDNN {torch.backends.cudnn.version()} on {torch.cuda.get_device_name(device)} has no bf16 RNN "
                 f"(PyTorch needs cuDNN >= 9.13 and compute capability >= 8.0): the fused kernel cannot run")
+    if device.type == "cpu" and precision != "fp32" and (reason := onednn_dtype_unsupported(DTYPES[precision])):
+        return f"this CPU has no fused {precision} LSTM: {reason}"
     return None
 
 
@@ -517,7 +521,7 @@ def raw_noinput_factory(shape: LSTMShape, device: torch.device, precision: str, 
 
 register(KernelSpec(
     "torch.fused", "nn.LSTM: cuDNN on a GPU, oneDNN on a CPU (the vendor-fused kernel)",
-    _module_factory(vendor=True), unavailable=lambda d, p: _cudnn_unavailable(d, p) or _autocast_unavailable(d, p),
+    _module_factory(vendor=True), unavailable=lambda d, p: _vendor_unavailable(d, p) or _autocast_unavailable(d, p),
     fused_on=("cuda", "cpu")))
 register(KernelSpec(
     "torch.native", "nn.LSTM with cuDNN/oneDNN disabled: ATen's generic C++ loop",
@@ -534,7 +538,7 @@ register(KernelSpec(
     unavailable=_compile_unavailable))
 register(KernelSpec(
     "torch.raw", "torch._VF.lstm on pre-flattened, pre-cast weights; CUDA graph for GPU inference",
-    raw_factory, unavailable=lambda d, p: _cudnn_unavailable(d, p) or _dtype_unavailable(d, p),
+    raw_factory, unavailable=lambda d, p: _vendor_unavailable(d, p) or _dtype_unavailable(d, p),
     fused_on=("cuda", "cpu")))
 register(KernelSpec(
     "torch.raw_noinput", "the recurrence only (input GEMM precomputed), like DeepBench's CUDNN_SKIP_INPUT",
