@@ -107,13 +107,13 @@ def cmd_measure(args: argparse.Namespace) -> int:
 def _execute(source: Path, target: Path, parameters: dict, progress: bool) -> None:
     import papermill
 
-    from lstmstudy.terminal import native_stderr_to
+    from lstmstudy.terminal import bar_options, native_stderr_to
 
     try:
         # the notebook kernels' native stderr (TensorFlow's C++ start-up logs) goes to a log, not the terminal
         with native_stderr_to(LOGS / f"{source.stem}.log"):
             papermill.execute_notebook(str(source), str(target), kernel_name="python3", cwd=str(ROOT),
-                                       progress_bar=progress, parameters=parameters)
+                                       progress_bar=progress and bar_options(), parameters=parameters)
     except papermill.PapermillExecutionError as exc:
         raise StudyError(f"{source.name} failed in cell {exc.exec_count}: {exc.ename}: {exc.evalue} "
                          f"(the executed copy with the traceback is {target})") from None

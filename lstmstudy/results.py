@@ -16,7 +16,7 @@ import hashlib
 import io
 import json
 import os
-import tempfile
+import uuid
 from collections.abc import Iterable, Mapping
 from pathlib import Path
 
@@ -145,7 +145,10 @@ def _format(value: object) -> str:
 
 
 def _atomic_write(path: Path, text: str) -> None:
-    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
+    """Write `text` to a temporary file, then rename it over `path`. The temporary file is opened as 0666 less the
+    umask, the mode any new file gets (`mkstemp`'s 0600 would survive the rename)."""
+    tmp = path.with_name(f".{path.name}.{uuid.uuid4().hex}.tmp")
+    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o666)
     try:
         with os.fdopen(fd, "w", encoding="utf-8", newline="") as handle:
             handle.write(text)
@@ -158,7 +161,9 @@ def _atomic_write(path: Path, text: str) -> None:
 
 
 def _lock(path: Path) -> FileLock:
-    return FileLock(str(path) + ".lock", timeout=120)
+    """The lock of one results file: a hidden `.<name>.lock` beside it (git-ignored). It stays after release:
+    unlinking a lock file another process may be waiting on would let two writers in at once."""
+    return FileLock(path.with_name(f".{path.name}.lock"), timeout=120)
 
 
 def append(claim: str, hardware_id: str, rows: Iterable[Mapping], root: Path | None = None) -> Path:

@@ -25,9 +25,8 @@ from datetime import datetime, timezone
 from pathlib import Path
 
 import torch
-from tqdm.auto import tqdm
 
-from lstmstudy import hardware, results
+from lstmstudy import hardware, results, terminal
 from lstmstudy.backends import backend_for
 from lstmstudy.errors import DeviceFailed, Skip
 from lstmstudy.observe import NOTHING, Observation
@@ -314,7 +313,7 @@ def run(claim: str, points: Iterable[Point], prepare: Prepare, plan: Rounds = Ro
             report.errors_not_retried += 1
         else:
             todo.append(point)
-    bar = tqdm(total=len(todo), desc=f"{claim} on {fp.hardware_id}", unit="config", disable=not progress)
+    bar = terminal.progress(total=len(todo), desc=f"{claim} on {fp.hardware_id}", unit="config", disable=not progress)
     left = len(todo)
     with ieee_fp32(dev):
         for group in groups(todo, slow):

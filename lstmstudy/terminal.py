@@ -1,4 +1,5 @@
-"""Keep the terminal readable: progress bars and one-line summaries, not library start-up chatter.
+"""Keep the terminal readable: progress bars and one-line summaries, not library start-up chatter; and keep a
+log file readable: there a progress bar is a whole line at a time, not thousands of carriage returns.
 
 TensorFlow and its CUDA probe, and the PyTorch profiler (its "USDT ... profiler_start" lines), write from
 C++ straight to file descriptor 2, past any Python setting (TF_CPP_MIN_LOG_LEVEL no longer holds them
@@ -13,6 +14,12 @@ import sys
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
+from typing import TextIO
+
+from tqdm.auto import tqdm
+
+#: how often a progress bar writes a line where its output is not a terminal (a log file, CI, a notebook)
+LINE_EVERY_S = 30.0
 
 
 @contextmanager
@@ -50,3 +57,33 @@ def native_stderr_to(log: Path) -> Iterator[None]:
         sys.stderr = previous
         os.dup2(terminal, 2)
         os.close(terminal)
+
+
+class _Lines:
+    """A stream for tqdm that turns each redraw into one whole line (the same line is written once)."""
+
+    def __init__(self, out: TextIO) -> None:
+        self.out, self.last = out, ""
+
+    def write(self, text: str) -> int:
+        line = text.replace("\r", "").strip()  # tqdm redraws with "\r", clears with spaces, ends with "\n"
+        if line and line != self.last:
+            self.out.write(line + "\n")
+            self.last = line
+        return len(text)
+
+    def flush(self) -> None:
+        self.out.flush()
+
+
+def bar_options() -> dict[str, object]:
+    """tqdm's options for a bar on stderr: redrawn in place on a terminal; elsewhere (a log file, CI) a whole
+    line every `LINE_EVERY_S` seconds and at the end. Papermill's bar takes them too."""
+    if sys.stderr.isatty():
+        return {"file": sys.stderr}
+    return {"file": _Lines(sys.stderr), "mininterval": LINE_EVERY_S, "ascii": True, "ncols": 120}
+
+
+def progress(**options: object) -> tqdm:
+    """A tqdm bar on stderr with `bar_options`, so that `make book > log` and CI keep a log a person can read."""
+    return tqdm(**{**bar_options(), **options})

@@ -1,17 +1,24 @@
-"""Shared test set-up: GPU tests skip with a visible reason where there is no GPU; the book is built
-once per session for the tests that read it."""
+"""Shared test set-up: GPU tests skip with a visible reason where there is no GPU; the book is built, and the
+quick measurement made, once per test run for the tests that read them, however many pytest-xdist workers
+(`make test` runs `-n auto`) share the run."""
 
 from __future__ import annotations
 
 import os
+import pickle
 import subprocess
 import sys
 import time
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
+from typing import TypeVar
 
 import pytest
 import torch
+from filelock import FileLock
+
+T = TypeVar("T")
 
 ROOT = Path(__file__).resolve().parent.parent
 
@@ -23,6 +30,22 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
     for item in items:
         if "gpu" in item.keywords:
             item.add_marker(reason)
+
+
+def once_per_run(config: pytest.Config, tmp_path_factory: pytest.TempPathFactory, name: str,
+                 make: Callable[[], T]) -> T:
+    """`make()`, computed by the first xdist worker that asks and read back by the others (pytest-xdist's
+    recipe: a file lock in the run's shared temporary folder); without workers (or xdist), simply `make()`."""
+    if not hasattr(config, "workerinput"):
+        return make()
+    shared = tmp_path_factory.getbasetemp().parent  # this run's folder, above every worker's own
+    with FileLock(shared / f"{name}.lock"):
+        stored = shared / f"{name}.pickle"
+        if stored.exists():
+            return pickle.loads(stored.read_bytes())
+        value = make()
+        stored.write_bytes(pickle.dumps(value))
+        return value
 
 
 @pytest.fixture
@@ -47,13 +70,18 @@ class BuiltBook:
 
 
 @pytest.fixture(scope="session")
-def built_book(tmp_path_factory) -> BuiltBook:
-    """The book built once per test session from the committed pages, shared by test_book and test_browser."""
-    out = tmp_path_factory.mktemp("book")
-    start = time.perf_counter()
-    done = subprocess.run([sys.executable, "-m", "lstmstudy.cli", "book", "--path-output", str(out)],
-                          cwd=ROOT, capture_output=True, text=True, timeout=900)
-    return BuiltBook(done.returncode, done.stdout + done.stderr, out / "_build" / "html", time.perf_counter() - start)
+def built_book(request, tmp_path_factory) -> BuiltBook:
+    """The book built once per test run from the committed pages, shared by test_book and test_browser."""
+
+    def build() -> BuiltBook:
+        out = tmp_path_factory.mktemp("book")
+        start = time.perf_counter()
+        done = subprocess.run([sys.executable, "-m", "lstmstudy.cli", "book", "--path-output", str(out)],
+                              cwd=ROOT, capture_output=True, text=True, timeout=900)
+        return BuiltBook(done.returncode, done.stdout + done.stderr, out / "_build" / "html",
+                         time.perf_counter() - start)
+
+    return once_per_run(request.config, tmp_path_factory, "built_book", build)
 
 
 #: what `lstmstudy measure` must never import: a GPU node has none of them
@@ -77,14 +105,18 @@ class QuickMeasurement:
 
 
 @pytest.fixture(scope="session")
-def quick_measurement(tmp_path_factory) -> QuickMeasurement:
-    site = tmp_path_factory.mktemp("site")
-    (site / "sitecustomize.py").write_text(BLOCKER.format(blocked=set(NOT_ON_A_GPU_NODE)))
-    root = tmp_path_factory.mktemp("measured") / "results"
-    env = {k: v for k, v in os.environ.items() if k not in ("KERAS_BACKEND", "LSTMSTUDY_KERAS_BACKEND_CHOSEN")}
-    env["PYTHONPATH"] = os.pathsep.join([str(site), env.get("PYTHONPATH", "")]).rstrip(os.pathsep)
-    start = time.perf_counter()
-    done = subprocess.run([sys.executable, "-m", "lstmstudy.cli", "measure", "--device", "cpu", "--claims", "all",
-                           "--quick", "--results-dir", str(root), "--no-progress"],
-                          cwd=ROOT, env=env, capture_output=True, text=True, timeout=900)
-    return QuickMeasurement(done, root, time.perf_counter() - start)
+def quick_measurement(request, tmp_path_factory) -> QuickMeasurement:
+
+    def measure() -> QuickMeasurement:
+        site = tmp_path_factory.mktemp("site")
+        (site / "sitecustomize.py").write_text(BLOCKER.format(blocked=set(NOT_ON_A_GPU_NODE)))
+        root = tmp_path_factory.mktemp("measured") / "results"
+        env = {k: v for k, v in os.environ.items() if k not in ("KERAS_BACKEND", "LSTMSTUDY_KERAS_BACKEND_CHOSEN")}
+        env["PYTHONPATH"] = os.pathsep.join([str(site), env.get("PYTHONPATH", "")]).rstrip(os.pathsep)
+        start = time.perf_counter()
+        done = subprocess.run([sys.executable, "-m", "lstmstudy.cli", "measure", "--device", "cpu", "--claims", "all",
+                               "--quick", "--results-dir", str(root), "--no-progress"],
+                              cwd=ROOT, env=env, capture_output=True, text=True, timeout=900)
+        return QuickMeasurement(done, root, time.perf_counter() - start)
+
+    return once_per_run(request.config, tmp_path_factory, "quick_measurement", measure)

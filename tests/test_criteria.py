@@ -246,6 +246,7 @@ def profiled_cpu_kernel(lstm: nn.LSTM, x: torch.Tensor) -> str:
 @given(dtype=st.sampled_from([torch.float32, torch.bfloat16, torch.float16]), proj_size=st.sampled_from([0, 2]),
        onednn=st.booleans(), grad=st.booleans(), bidirectional=st.booleans(), packed=st.sampled_from(
            [None, "same lengths", "different lengths"]))
+@pytest.mark.isa
 def test_torch_cpu_kernel_agrees_with_the_profiler(dtype, proj_size, onednn, grad, bidirectional, packed):
     lstm = nn.LSTM(3, 4, proj_size=proj_size, bidirectional=bidirectional, batch_first=True).to(dtype)
     x = torch.randn(2, 5, 3, dtype=dtype)

@@ -115,6 +115,7 @@ def test_no_bias_is_the_lstm_with_zero_biases():
     assert_grads_close(grads, expected_grads, **FP32)
 
 
+@pytest.mark.isa
 @pytest.mark.parametrize("precision", ["bf16", "fp16"])
 def test_mixed_precision_runs_close_to_the_reference(precision):
     weights = LSTMWeights.random(SINGLE, seed=8)
@@ -198,6 +199,7 @@ def test_keras_on_torch_matches_the_reference():
                            expected_grads, **FP32)
 
 
+@pytest.mark.isa
 @pytest.mark.parametrize("phase", ["inference", "train"])
 @pytest.mark.parametrize("precision", ["fp32", "bf16"])
 def test_compute_dtype_is_the_policy_dtype(precision, phase):

@@ -33,6 +33,8 @@ from lstmstudy.kernels.torch_kernels import (
 from lstmstudy.shapes import LSTMShape
 from tests.measuring import QUICK
 
+pytestmark = pytest.mark.isa  # 16-bit kernels throughout
+
 SHAPE = LSTMShape(batch=2, timesteps=4, features=3, hidden=5, layers=2, bidirectional=True)
 FLAGS = ((torch.backends.cudnn.rnn, "fp32_precision"), (torch.backends.cudnn.conv, "fp32_precision"),
          (torch.backends.cuda.matmul, "fp32_precision"))

@@ -10,6 +10,7 @@ from lstmstudy.backends import CHOSEN_NOTE
 from lstmstudy.claims import lookup, registry
 
 
+@pytest.mark.isa
 def test_a_quick_run_measures_every_claim_without_the_notebook_stack(quick_measurement):
     done = quick_measurement.done
     assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
@@ -26,6 +27,7 @@ def test_a_quick_run_measures_every_claim_without_the_notebook_stack(quick_measu
     assert not results.load("roofline", quick_measurement.root).empty
 
 
+@pytest.mark.isa
 def test_a_baseline_this_cpu_cannot_run_fused_is_skipped_with_the_reason(quick_measurement):
     """Claim 4's bf16 raw baseline: measured where oneDNN has a bf16 LSTM (AVX-512), else a skipped row saying why."""
     frame = results.load("frameworks_vs_baseline", quick_measurement.root)
@@ -38,6 +40,7 @@ def test_a_baseline_this_cpu_cannot_run_fused_is_skipped_with_the_reason(quick_m
         assert set(raw.status) == {"ok"} and set(raw.observed_kernel) == {"onednn"}
 
 
+@pytest.mark.isa
 def test_keras_runs_on_its_torch_backend_and_its_rows_say_so(quick_measurement):
     frame = results.load("cudnn_fallback", quick_measurement.root)
     keras_rows = frame[frame.framework == "keras"]
@@ -85,6 +88,7 @@ def test_a_gpu_asked_for_without_one_is_one_clear_line(command, capsys):
     assert err.startswith("lstmstudy: error: device 'cuda' was asked for") and err.count("\n") == 1
 
 
+@pytest.mark.isa
 def test_the_smoke_check_reports_what_really_ran(capsys):
     assert cli.main(["env", "--device", "cpu", "--check"]) == 0
     out = capsys.readouterr().out

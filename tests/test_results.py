@@ -35,6 +35,21 @@ def test_append_and_load_roundtrip(results_root):
     assert results.stored_keys("demo", "cpu-test-1t") == ({results.row_key(row(i)) for i in range(3)}, set())
 
 
+def test_stored_files_get_the_mode_any_new_file_gets_and_leave_only_hidden_locks(results_root):
+    """Not the temporary file's 0600 (it is renamed into place), and no lock file among the results."""
+    umask = os.umask(0o022)
+    try:
+        rows = results.append("demo", "cpu-test-1t", [row(0)])
+        results.append("demo", "cpu-test-1t", [row(1)])
+        fingerprint = results.record_fingerprint("demo", {"hardware_id": "cpu-test-1t", "host": "h"})
+    finally:
+        os.umask(umask)
+    assert {path.stat().st_mode & 0o777 for path in (rows, fingerprint)} == {0o644}
+    assert sorted(p.name for p in (results_root / "demo").iterdir() if not p.name.startswith(".")) == [
+        "cpu-test-1t.csv", "cpu-test-1t.json"]
+    assert not list((results_root / "demo").glob(".*.tmp"))
+
+
 def test_load_of_a_claim_with_no_results_is_empty(results_root):
     frame = results.load("nothing")
     assert frame.empty and "median_s" in frame.columns

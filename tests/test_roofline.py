@@ -15,6 +15,7 @@ def stored(tmp_path_factory):
     return root, hardware.fingerprint("cpu").hardware_id, report
 
 
+@pytest.mark.isa
 def test_quick_measure_stores_one_row_per_precision(stored):
     root, hardware_id, report = stored
     assert report.path == results.set_path("roofline", hardware_id, root)

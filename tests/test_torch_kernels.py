@@ -99,6 +99,7 @@ def test_compiled_agrees_with_custom_activation():
     assert compiled.observed_kernel() == "inductor"
 
 
+@pytest.mark.isa
 @pytest.mark.parametrize("phase", ["inference", "train"])
 @pytest.mark.parametrize("precision", ["bf16", "fp16"])
 @pytest.mark.parametrize("name", ["torch.fused", "torch.native", "torch.cell_loop", "torch.raw"])
@@ -124,6 +125,7 @@ def test_low_precision_runs_close_to_fp32_or_skips(name, precision, phase):
         assert all(np.isfinite(g).all() for layer in built.grads() for d in layer for g in d.values())
 
 
+@pytest.mark.isa
 @pytest.mark.parametrize("phase", ["inference", "train"])
 def test_compute_dtype_is_what_the_lstm_output_had(phase):
     """fp32 is float32; bf16 is bfloat16 where oneDNN ran it, float32 where only the matmuls were autocast.
@@ -145,6 +147,7 @@ def test_compute_dtype_is_what_the_lstm_output_had(phase):
     assert kernels.build("torch.cell_loop", shape, "cpu", "bf16", phase).compute_dtype == "float32"
 
 
+@pytest.mark.isa
 def test_a_measured_point_passes_the_compute_dtype_on():
     """The recurrence alone computes in bf16 on any CPU (op by op), so the point is measured everywhere."""
     point = sweep.Point("torch.raw_noinput", SHAPES["single"], precision="bf16")
@@ -152,6 +155,7 @@ def test_a_measured_point_passes_the_compute_dtype_on():
     assert outcome.compute_dtype == "bfloat16"
 
 
+@pytest.mark.isa
 @pytest.mark.parametrize("name", ["torch.fused", "torch.raw"])
 @pytest.mark.parametrize("precision", ["bf16", "fp16"])
 def test_a_cpu_without_a_fused_16_bit_lstm_skips_the_fused_rows_with_the_reason(monkeypatch, name, precision):
@@ -167,6 +171,7 @@ def test_a_cpu_without_a_fused_16_bit_lstm_skips_the_fused_rows_with_the_reason(
     assert kernels.available("cpu", precision)[name] and kernels.available("cpu", "fp32")[name] is None
 
 
+@pytest.mark.isa
 def test_a_fused_row_that_ran_the_loop_at_16_bits_on_a_cpu_is_skipped_not_an_error(monkeypatch, tmp_path):
     """oneDNN may still refuse a precision the availability check allowed (fp16 training, or an ISA capped by
     ONEDNN_MAX_CPU_ISA): what ran says so, and the sweep stores a skipped row; at fp32 it stays an error."""
@@ -189,6 +194,7 @@ def test_a_fused_row_that_ran_the_loop_at_16_bits_on_a_cpu_is_skipped_not_an_err
     assert rows["fp32"]["status"] == "error" and "NotFused" in rows["fp32"]["error"]
 
 
+@pytest.mark.isa
 def test_available_lists_every_torch_kernel():
     for precision in ("fp32", "bf16", "fp16"):
         listed = kernels.available("cpu", precision)

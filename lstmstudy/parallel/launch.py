@@ -20,6 +20,7 @@ from pathlib import Path
 
 from tqdm.auto import tqdm
 
+from lstmstudy import terminal
 from lstmstudy.errors import StudyError
 from lstmstudy.parallel.worker import PROGRESS
 
@@ -49,7 +50,7 @@ def run(spec: dict, processes: int, *, timeout_s: float, progress: bool = True, 
         proc = subprocess.Popen(torchrun_command(processes, spec_path), stdout=subprocess.PIPE,
                                 stderr=subprocess.STDOUT, text=True, env=env, start_new_session=True)
         tail: collections.deque[str] = collections.deque(maxlen=40)
-        bar = tqdm(total=spec["warmup"] + spec["rounds"], desc=desc, unit="round", disable=not progress)
+        bar = terminal.progress(total=spec["warmup"] + spec["rounds"], desc=desc, unit="round", disable=not progress)
         reader = threading.Thread(target=_read, args=(proc, tail, bar), daemon=True)
         reader.start()
         try:
