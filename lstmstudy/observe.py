@@ -26,7 +26,9 @@ from __future__ import annotations
 import json
 import re
 import time
-from collections.abc import Callable, Iterable, Sequence
+import warnings
+from collections.abc import Callable, Iterable, Iterator, Sequence
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 
 import torch
@@ -78,16 +80,41 @@ def classify(ops: Iterable[str], gpu_kernels: Sequence[str] = ()) -> str:
     return "aten-loop" if "aten::lstm" in ops else "python-op-loop"
 
 
-def _profiled(calls: Sequence[Callable[[], object]], device: torch.device):
-    """Profile `calls` once and return the profiler's events (its native start-up lines kept off the terminal)."""
+@contextmanager
+def _profiling(device: torch.device) -> Iterator[profile]:
+    """One profiling cycle over the block, its native start-up lines kept off the terminal.
+
+    Each profiler here runs one cycle, so torch's warning that a profiler clears its events between cycles
+    (torch 2.11, a GPU node's, gives it at every start) says nothing: it is silenced, not avoided with
+    `acc_events`, which turns every recorded op into a Python object when the cycle ends (70 s for one epoch
+    of a packed LSTM on ATen's loop, against its 2 s to run)."""
     activities = [ProfilerActivity.CPU] + ([ProfilerActivity.CUDA] if device.type == "cuda" else [])
-    # acc_events: one cycle either way; without it torch 2.11 (a GPU node's) warns on every first start
-    with quiet_native_stderr(), profile(activities=activities, acc_events=True) as prof:
+    with quiet_native_stderr(), warnings.catch_warnings():
+        warnings.filterwarnings("ignore", message=r".*Profiler clears events at the end of each cycle",
+                                category=UserWarning)
+        with profile(activities=activities) as prof:
+            yield prof
+            if device.type == "cuda":
+                torch.cuda.synchronize(device)
+
+
+def _profiled(calls: Sequence[Callable[[], object]], device: torch.device):
+    """Profile `calls` once and return the profiler's events, with their times (for `time_inside`)."""
+    with _profiling(device) as prof:
         for call in calls:
             call()
-        if device.type == "cuda":
-            torch.cuda.synchronize(device)
     return prof.events()
+
+
+def _names(calls: Sequence[Callable[[], object]], device: torch.device) -> tuple[list[str], list[str]]:
+    """The CPU-side op names and the GPU kernel names of one profiled pass of `calls`: read off the profiler's
+    raw records, which costs a fraction of building its events (what ran needs no times)."""
+    with _profiling(device) as prof:
+        for call in calls:
+            call()
+    records = [(e.name(), e.device_type()) for e in prof.profiler.kineto_results.events()]
+    return ([name for name, kind in records if kind == DeviceType.CPU],
+            [name for name, kind in records if kind == DeviceType.CUDA])
 
 
 def observe(calls: Sequence[Callable[[], object]], device: torch.device) -> Observation:
@@ -96,9 +123,8 @@ def observe(calls: Sequence[Callable[[], object]], device: torch.device) -> Obse
     For a CUDA graph, pass the eager forward it captured before the replay: a replay shows only
     `cudaGraphLaunch` and its kernels, not the op the dispatcher chose.
     """
-    events = _profiled(calls, device)
-    ops = [e.name for e in events if e.device_type == DeviceType.CPU]
-    gpu = [e.name for e in events if e.device_type == DeviceType.CUDA and not e.name.startswith(("Memcpy", "Memset"))]
+    ops, kernels = _names(calls, device)
+    gpu = [name for name in kernels if not name.startswith(("Memcpy", "Memset"))]
     detail: dict = {"aten_ops": sum(name.startswith("aten::") for name in ops)}
     if device.type == "cuda":
         detail["gpu_kernels"] = len(gpu)
@@ -113,8 +139,7 @@ def observe_batches(run: Callable[[], object], device: torch.device, n_batches: 
     On a CPU a packed batch gets oneDNN only when all its sequences have the same length (see
     `criteria`), so one pass can mix oneDNN and ATen's loop; the detail then counts the batches of each.
     """
-    events = _profiled([run], device)
-    ops = [e.name for e in events if e.device_type == DeviceType.CPU]
+    ops, _ = _names([run], device)
     label = classify(ops)
     if label != "onednn":
         return Observation(label)

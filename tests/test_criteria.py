@@ -166,13 +166,15 @@ def _check_agreement(config: dict[str, object], kind=None) -> None:
                 assert name in e.codes, f"{name}={config[name]!r} is not named:\n{e}"
 
 
-@settings(max_examples=500, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+# 200 examples (500 until the suite had to fit 8 minutes on 2 cores): each of the seven criteria is still broken
+# in dozens of them, alone and with others
+@settings(max_examples=200, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(lstm_configs())
 def test_lstm_explanations_agree_with_keras(config):
     _check_agreement(config)
 
 
-@settings(max_examples=100, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@settings(max_examples=50, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(lstm_configs(), st.booleans())
 def test_gru_explanations_agree_with_keras(config, reset_after):
     config = {**config, "extra": {"reset_after": reset_after}}
