@@ -72,3 +72,20 @@ def test_the_summary_whiskers_are_the_verdicts_interval():
     (row,) = claim.summary(table).itertuples()
     found = verdict("cuda-h100-test", [1.6, 2.6, 1.7, 2.5])
     assert (row.ratio, row.ratio_lo, row.ratio_hi) == pytest.approx((found.ours, found.low, found.high))
+
+
+def test_torch_compiled_is_timed_on_a_gpu_and_asked_for_on_a_cpu():
+    """Inductor's compiles take a minute of a 2-core CPU: the CPU default leaves torch.compiled out, a GPU's
+    grid times it once per phase, at its first batch and hidden size, and `compiled` asks for it anywhere."""
+    from lstmstudy.errors import ParameterError
+
+    def compiled(points):
+        return sorted((p.phase, p.shape.batch, p.shape.hidden) for p in points if p.kernel in claim.COMPILED)
+
+    assert compiled(claim.CLAIM.points("cpu")) == []
+    assert compiled(claim.CLAIM.points("cuda")) == [("inference", 1, 64), ("train", 1, 64)]
+    assert compiled(claim.CLAIM.points("cpu", compiled=True)) == [("inference", 1, 64), ("train", 1, 64)]
+    assert compiled(claim.CLAIM.points("cuda", quick=True)) == []
+    assert len(claim.CLAIM.points("cpu", compiled=True)) == len(claim.CLAIM.points("cpu")) + 2
+    with pytest.raises(ParameterError, match="compiled"):
+        claim.CLAIM.parameters("cpu", compiled="yes")
