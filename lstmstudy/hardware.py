@@ -93,24 +93,32 @@ def _ram_gb() -> float:
         return 0.0
 
 
-def _git(*args: str) -> str | None:
+#: the checkout this package runs from
+CHECKOUT = Path(__file__).resolve().parent.parent
+#: what the study writes into its own checkout while it measures: the rendered pages (papermill rewrites a page
+#: as its notebook runs) and the result sets. Changes there do not make the measuring code differ from its commit.
+WRITTEN_WHILE_MEASURING = ("book", "results")
+
+
+def _git(*args: str, root: Path = CHECKOUT) -> str | None:
     try:
-        out = subprocess.run(["git", "-C", str(Path(__file__).resolve().parent.parent), *args],
-                             capture_output=True, text=True, timeout=5)
+        out = subprocess.run(["git", "-C", str(root), *args], capture_output=True, text=True, timeout=5)
     except (OSError, subprocess.SubprocessError):
         return None
     return out.stdout.strip() if out.returncode == 0 else None
 
 
-def git_state() -> tuple[str, bool | None]:
-    """The checkout's commit and whether it has uncommitted changes to tracked files.
+def git_state(root: Path = CHECKOUT) -> tuple[str, bool | None]:
+    """The checkout's commit and whether it has uncommitted changes to tracked files, outside what the study
+    writes while it measures (`WRITTEN_WHILE_MEASURING`: else every `make book` would record a dirty tree).
 
     A copy without `.git` (a GPU node, an unpacked archive) reads `$LSTMSTUDY_GIT_COMMIT` instead:
     `<commit>` or `<commit>+dirty`. Unknown: ("", None).
     """
-    commit = _git("rev-parse", "--short=12", "HEAD")
+    commit = _git("rev-parse", "--short=12", "HEAD", root=root)
     if commit is not None:
-        return commit, bool(_git("status", "--porcelain", "--untracked-files=no"))
+        excluded = [f":(exclude){path}" for path in WRITTEN_WHILE_MEASURING]
+        return commit, bool(_git("status", "--porcelain", "--untracked-files=no", "--", ".", *excluded, root=root))
     if env := os.environ.get("LSTMSTUDY_GIT_COMMIT", "").strip():
         commit, _, flag = env.partition("+")
         return commit, flag == "dirty"

@@ -1,6 +1,7 @@
 from __future__ import annotations
 
 import re
+import subprocess
 from dataclasses import replace
 
 import pytest
@@ -88,11 +89,32 @@ def test_the_fingerprint_records_the_commit_and_whether_the_tree_was_dirty(monke
     assert (fp.git_commit, fp.git_dirty) == (commit, dirty) and fp.keras_backend
 
 
+def test_pages_and_results_written_while_measuring_leave_the_tree_clean(tmp_path):
+    """papermill rewrites each page as its notebook measures, and the sweep appends results: `make book` from
+    a clean checkout must not record a dirty tree. A change to anything else does."""
+    def git(*args):
+        subprocess.run(["git", "-C", str(tmp_path), *args], check=True, capture_output=True)
+
+    files = {"lstmstudy/timing.py": "x = 1\n", "book/claims/01.ipynb": "{}\n", "results/a/cpu.csv": "a\n"}
+    for name, text in files.items():
+        (tmp_path / name).parent.mkdir(parents=True, exist_ok=True)
+        (tmp_path / name).write_text(text)
+    git("init", "-q")
+    git("add", ".")
+    git("-c", "user.name=t", "-c", "user.email=t@t", "commit", "-qm", "x")
+    assert hardware.git_state(tmp_path)[1] is False
+    (tmp_path / "book/claims/01.ipynb").write_text('{"cells": []}\n')
+    (tmp_path / "results/a/cpu.csv").write_text("a\nb\n")
+    assert hardware.git_state(tmp_path)[1] is False
+    (tmp_path / "lstmstudy/timing.py").write_text("x = 2\n")
+    assert hardware.git_state(tmp_path)[1] is True
+
+
 @pytest.mark.parametrize(("value", "expected"), [("ff8185cc747b", ("ff8185cc747b", False)),
                                                  ("ff8185cc747b+dirty", ("ff8185cc747b", True)),
                                                  ("", ("", None))])
 def test_a_copy_without_git_reads_the_commit_from_the_environment(monkeypatch, value, expected):
-    monkeypatch.setattr(hardware, "_git", lambda *args: None)  # no .git: a GPU node's copy of the tree
+    monkeypatch.setattr(hardware, "_git", lambda *args, **kwargs: None)  # no .git: a GPU node's copy of the tree
     monkeypatch.setenv("LSTMSTUDY_GIT_COMMIT", value)
     assert hardware.git_state() == expected
 
