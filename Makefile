@@ -20,9 +20,9 @@ BOOK_BIN := $(BOOK_VENV)/bin
 # what an offline GPU node lacks (it has torch, numpy, pandas, h5py, ml-dtypes, rich...; see README)
 WHEEL_PYTHON ?= 3.12
 WHEEL_PLATFORMS ?= manylinux_2_28_x86_64 manylinux_2_27_x86_64 manylinux_2_17_x86_64 manylinux2014_x86_64
-# keras 3.15.1 or later: releases of spring 2026 sent the torch backend's cuDNN LSTM silently to its Python loop
-# (keras-team/keras#22470, fixed by #22874)
-WHEELS ?= keras>=3.15.1,<4 namex optree
+# keras 3.15.1, pinned: releases of spring 2026 sent the torch backend's cuDNN LSTM silently to its Python loop
+# (keras-team/keras#22470, fixed by #22874), and a newer one has not been rehearsed on the node's torch
+WHEELS ?= keras==3.15.1 namex optree
 WHEELHOUSE ?= wheelhouse
 
 .PHONY: install browser book reproduce html test clean wheelhouse

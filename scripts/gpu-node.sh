@@ -38,13 +38,20 @@ if compgen -G "wheelhouse/*.whl" >/dev/null; then
     "$PY" -m pip install --quiet --upgrade --no-index --no-deps --target "$SITE" wheelhouse/*.whl || exit 1
 fi
 export PYTHONPATH="$PWD:$SITE${PYTHONPATH:+:$PYTHONPATH}" KERAS_BACKEND=torch
-# else every Keras point would be stored as an error row, or run a Keras whose torch backend skips cuDNN
-if ! problem=$("$PY" -c "
-import keras
-if tuple(int(p) for p in keras.__version__.split('.')[:3] if p.isdigit()) < (3, 15, 1):
-    print(f'keras {keras.__version__} is older than 3.15.1')
-" 2>/dev/null) || [ -n "$problem" ]; then
-    echo "${problem:-keras cannot be imported}: run 'make wheelhouse' where there is network and carry wheelhouse/" >&2
+# else every Keras point would be stored as an error row, or run a Keras whose torch backend skips cuDNN; the
+# import's own error is named (a wheel for another Python, a missing dependency), not only the wheelhouse
+problem=$("$PY" -c "
+try:
+    import keras
+except Exception as exc:
+    last = (str(exc).strip().splitlines() or [''])[-1]
+    print(f'keras cannot be imported ({type(exc).__name__}: {last})')
+else:
+    if tuple(int(p) for p in keras.__version__.split('.')[:3] if p.isdigit()) < (3, 15, 1):
+        print(f'keras {keras.__version__} is older than 3.15.1')
+" 2>/dev/null | tail -n 1)
+if [ -n "$problem" ]; then
+    echo "$problem: run 'make wheelhouse' where there is network and carry wheelhouse/" >&2
     exit 1
 fi
 
@@ -53,7 +60,8 @@ case "${1:-}" in
         "$PY" -m lstmstudy.cli env --device cuda --check
         checked=$?
         if "$PY" -c "import pytest, hypothesis" 2>/dev/null; then
-            "$PY" -m pytest -q -m gpu -p no:cacheprovider
+            # one module that fails to collect must not keep the others from running
+            "$PY" -m pytest -q -m gpu -p no:cacheprovider --continue-on-collection-errors
             tested=$?
         else
             echo "pytest or hypothesis cannot be imported here: the tests marked gpu were not run" >&2
