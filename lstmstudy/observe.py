@@ -27,8 +27,7 @@ import json
 import re
 import time
 import warnings
-from collections.abc import Callable, Iterable, Iterator, Sequence
-from contextlib import contextmanager
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
 
 import torch
@@ -80,9 +79,8 @@ def classify(ops: Iterable[str], gpu_kernels: Sequence[str] = ()) -> str:
     return "aten-loop" if "aten::lstm" in ops else "python-op-loop"
 
 
-@contextmanager
-def _profiling(device: torch.device) -> Iterator[profile]:
-    """One profiling cycle over the block, its native start-up lines kept off the terminal.
+def _profile(calls: Sequence[Callable[[], object]], device: torch.device) -> profile:
+    """One profiling cycle over `calls`, its native start-up lines kept off the terminal.
 
     Each profiler here runs one cycle, so torch's warning that a profiler clears its events between cycles
     (torch 2.11, a GPU node's, gives it at every start) says nothing: it is silenced, not avoided with
@@ -93,26 +91,22 @@ def _profiling(device: torch.device) -> Iterator[profile]:
         warnings.filterwarnings("ignore", message=r".*Profiler clears events at the end of each cycle",
                                 category=UserWarning)
         with profile(activities=activities) as prof:
-            yield prof
+            for call in calls:
+                call()
             if device.type == "cuda":
                 torch.cuda.synchronize(device)
+    return prof
 
 
 def _profiled(calls: Sequence[Callable[[], object]], device: torch.device):
     """Profile `calls` once and return the profiler's events, with their times (for `time_inside`)."""
-    with _profiling(device) as prof:
-        for call in calls:
-            call()
-    return prof.events()
+    return _profile(calls, device).events()
 
 
 def _names(calls: Sequence[Callable[[], object]], device: torch.device) -> tuple[list[str], list[str]]:
     """The CPU-side op names and the GPU kernel names of one profiled pass of `calls`: read off the profiler's
     raw records, which costs a fraction of building its events (what ran needs no times)."""
-    with _profiling(device) as prof:
-        for call in calls:
-            call()
-    records = [(e.name(), e.device_type()) for e in prof.profiler.kineto_results.events()]
+    records = [(e.name(), e.device_type()) for e in _profile(calls, device).profiler.kineto_results.events()]
     return ([name for name, kind in records if kind == DeviceType.CPU],
             [name for name, kind in records if kind == DeviceType.CUDA])
 
