@@ -168,32 +168,78 @@ def test_explains_the_blog_posts_model():
     assert "activation is 'relu'; cuDNN only implements tanh" in explain_cudnn(relu)[0].reasons[0].message
 
 
-def test_keras_on_torch_matches_the_reference():
-    """The torch-backend path (a GPU machine without TensorFlow would take it), in a fresh process."""
-    script = textwrap.dedent("""
-        import json
-        import numpy as np
-        from lstmstudy.kernels import LSTMWeights, build, keras_kernels
-        from lstmstudy.shapes import LSTMShape
-        shape = LSTMShape(batch=2, timesteps=4, features=3, hidden=4, layers=2, bidirectional=True)
-        weights = LSTMWeights.random(shape, seed=9)
-        out = {}
-        for name in ("keras.cudnn_auto", "keras.impl1"):
-            inference = build(name, shape, weights=weights)
-            train = build(name, shape, phase="train", weights=weights)
-            out[name] = {"forward": inference.forward().tolist(), "grads": [[{k: v.tolist() for k, v in d.items()}
-                         for d in row] for row in train.grads()], "observed": train.observed_kernel(),
-                         "backend": __import__("keras").backend.backend()}
-        print("RESULT" + json.dumps(out))
-    """)
-    env = {**os.environ, "KERAS_BACKEND": "torch"}
-    done = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, env=env, timeout=300)
-    assert done.returncode == 0, done.stderr[-3000:]
-    result = json.loads(done.stdout.split("RESULT", 1)[1])
+#: One fresh process with Keras on its torch backend and TensorFlow refused at import, as on a GPU node without
+#: it (the next two tests read its answer: a Keras import costs seconds). Keras's own `Bidirectional` probes for
+#: TensorFlow (and copes when it is missing), so the blocker makes an import fail rather than hiding the package.
+TORCH_BACKEND_CHILD = textwrap.dedent("""
+    import importlib.abc, importlib.machinery, json, sys
+
+    class Refuse(importlib.abc.Loader):
+        def create_module(self, spec):
+            raise ImportError(f"tensorflow is blocked in this test ({spec.name})")
+
+        def exec_module(self, module):
+            pass
+
+    class Block(importlib.abc.MetaPathFinder):
+        def find_spec(self, name, path, target=None):
+            return importlib.machinery.ModuleSpec(name, Refuse()) if name.split(".")[0] == "tensorflow" else None
+
+    sys.meta_path.insert(0, Block())
+    from lstmstudy import kernels
+    from lstmstudy.backends import keras_backend
+    from lstmstudy.kernels import LSTMWeights, build, keras_kernels
+    from lstmstudy.shapes import LSTMShape
+
+    devices = []
+    ieee_fp32 = keras_kernels.ieee_fp32
+    keras_kernels.ieee_fp32 = lambda device: devices.append(str(device)) or ieee_fp32(device)
+    shape = LSTMShape(batch=2, timesteps=4, features=3, hidden=4, layers=2, bidirectional=True)
+    dtypes = {}
+    for name in ("keras.cudnn_auto", "keras.relu"):
+        for precision in ("fp32", "bf16"):
+            for phase in ("inference", "train"):
+                k = kernels.build(name, shape, "cpu", precision, phase)
+                k.step()
+                k.forward()
+                k.observed_kernel()
+                dtypes[f"{name} {precision} {phase}"] = k.compute_dtype
+    ieee = len(devices), sorted(set(devices))
+    weights = LSTMWeights.random(shape, seed=9)
+    computed = {}
+    for name in ("keras.cudnn_auto", "keras.impl1"):
+        inference = build(name, shape, weights=weights)
+        train = build(name, shape, phase="train", weights=weights)
+        computed[name] = {"forward": inference.forward().tolist(), "grads": [[{k: v.tolist() for k, v in d.items()}
+                          for d in row] for row in train.grads()], "observed": train.observed_kernel()}
+    print("RESULT" + json.dumps({"backend": keras_backend(), "dtypes": dtypes, "ieee_calls": ieee[0],
+                                 "ieee_devices": ieee[1], "computed": computed,
+                                 "tensorflow": [m for m in sys.modules if m.split(".")[0] == "tensorflow"]}))
+""")
+
+
+@pytest.fixture(scope="module")
+def torch_backend(request, tmp_path_factory) -> dict:
+    """What `TORCH_BACKEND_CHILD` printed, computed once per test run."""
+    from conftest import once_per_run
+
+    def run() -> dict:
+        env = {**os.environ, "KERAS_BACKEND": "torch"}
+        done = subprocess.run([sys.executable, "-c", TORCH_BACKEND_CHILD], capture_output=True, text=True, env=env,
+                              timeout=300)
+        assert done.returncode == 0, done.stderr[-3000:]
+        return json.loads(done.stdout.split("RESULT", 1)[1])
+
+    return once_per_run(request.config, tmp_path_factory, "keras_torch_backend", run)
+
+
+def test_keras_on_torch_matches_the_reference(torch_backend):
+    """The torch-backend path (a GPU machine without TensorFlow would take it)."""
+    assert torch_backend["backend"] == "torch"
     weights = LSTMWeights.random(STACKED_BIDIRECTIONAL, seed=9)
     expected, expected_grads = reference(STACKED_BIDIRECTIONAL, weights)
-    for name, got in result.items():
-        assert got["backend"] == "torch" and got["observed"] == "python-op-loop"
+    for name, got in torch_backend["computed"].items():
+        assert got["observed"] == "python-op-loop"
         np.testing.assert_allclose(np.array(got["forward"]), expected, **FP32, err_msg=name)
         assert_grads_close([[{k: np.array(v) for k, v in d.items()} for d in row] for row in got["grads"]],
                            expected_grads, **FP32)
@@ -218,57 +264,15 @@ def test_backend_names_the_keras_backend():
     assert keras_backend() == keras.backend.backend()
 
 
-def test_the_torch_backend_never_imports_tensorflow():
+def test_the_torch_backend_never_imports_tensorflow(torch_backend):
     """A GPU node without TensorFlow: building, stepping and profiling Keras kernels on torch must not need it.
-
-    Keras's own `Bidirectional` probes for TensorFlow (and copes when it is missing), so the blocker makes
-    an import fail rather than hiding the package. Every torch step runs under `ieee_fp32`.
-    """
-    script = textwrap.dedent("""
-        import importlib.abc, importlib.machinery, json, sys
-
-        class Refuse(importlib.abc.Loader):
-            def create_module(self, spec):
-                raise ImportError(f"tensorflow is blocked in this test ({spec.name})")
-
-            def exec_module(self, module):
-                pass
-
-        class Block(importlib.abc.MetaPathFinder):
-            def find_spec(self, name, path, target=None):
-                return importlib.machinery.ModuleSpec(name, Refuse()) if name.split(".")[0] == "tensorflow" else None
-
-        sys.meta_path.insert(0, Block())
-        from lstmstudy import kernels
-        from lstmstudy.backends import keras_backend
-        from lstmstudy.kernels import keras_kernels
-        from lstmstudy.shapes import LSTMShape
-
-        devices = []
-        ieee_fp32 = keras_kernels.ieee_fp32
-        keras_kernels.ieee_fp32 = lambda device: devices.append(str(device)) or ieee_fp32(device)
-        shape = LSTMShape(batch=2, timesteps=4, features=3, hidden=4, layers=2, bidirectional=True)
-        dtypes = {}
-        for name in ("keras.cudnn_auto", "keras.relu"):
-            for precision in ("fp32", "bf16"):
-                for phase in ("inference", "train"):
-                    k = kernels.build(name, shape, "cpu", precision, phase)
-                    k.step()
-                    k.forward()
-                    k.observed_kernel()
-                    dtypes[f"{name} {precision} {phase}"] = k.compute_dtype
-        print("RESULT" + json.dumps({"backend": keras_backend(), "dtypes": dtypes, "ieee_devices": devices,
-                                     "tensorflow": [m for m in sys.modules if m.split(".")[0] == "tensorflow"]}))
-    """)
-    env = {**os.environ, "KERAS_BACKEND": "torch"}
-    done = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, env=env, timeout=300)
-    assert done.returncode == 0, done.stderr[-3000:]
-    result = json.loads(done.stdout.split("RESULT", 1)[1])
-    assert result["backend"] == "torch" and result["tensorflow"] == []
-    assert result["dtypes"] == {f"{name} {precision} {phase}": DTYPE_NAMES[precision]
-                                for name in ("keras.cudnn_auto", "keras.relu") for precision in ("fp32", "bf16")
-                                for phase in ("inference", "train")}
-    assert len(result["ieee_devices"]) >= 3 * 8 and set(result["ieee_devices"]) == {"cpu"}  # build, step, forward
+    Every torch step runs under `ieee_fp32`."""
+    assert torch_backend["backend"] == "torch" and torch_backend["tensorflow"] == []
+    assert torch_backend["dtypes"] == {f"{name} {precision} {phase}": DTYPE_NAMES[precision]
+                                       for name in ("keras.cudnn_auto", "keras.relu")
+                                       for precision in ("fp32", "bf16") for phase in ("inference", "train")}
+    # build, step, forward of 8 kernels
+    assert torch_backend["ieee_calls"] >= 3 * 8 and torch_backend["ieee_devices"] == ["cpu"]
 
 
 @pytest.mark.gpu
