@@ -17,6 +17,7 @@ import torch
 from lstmstudy import hardware, kernels
 from lstmstudy.backends import chosen_note, keras_backend
 from lstmstudy.errors import StudyError
+from lstmstudy.kernels.criteria import bf16_cudnn_supported
 from lstmstudy.observe import what_ran
 from lstmstudy.shapes import LSTMShape
 from lstmstudy.timing import sync_for
@@ -95,8 +96,14 @@ def checks(device: torch.device) -> Iterator[Check]:
     # without Keras every Keras row of the sweep would be an error row
     yield Check("Keras backend", (backend or "Keras is not installed (carry the wheelhouse)")
                 + (f" ({chosen_note()})" if chosen_note() else ""), bool(backend))
-    if backend:
-        yield _kernel("keras.cudnn_auto", device, "fp32", "cudnn" if device.type == "cuda" else None)
+    if backend and device.type == "cuda":
+        # Keras 3.15.1's torch backend swallows any error of cuDNN's LSTM and runs its loop instead (`except
+        # Exception: pass`): a 16-bit failure would otherwise surface only as NotFused rows mid-sweep
+        for precision in ("fp32", "fp16", "bf16"):
+            bf16_unsupported = precision == "bf16" and not bf16_cudnn_supported()
+            yield _kernel("keras.cudnn_auto", device, precision, None if bf16_unsupported else "cudnn")
+    elif backend:
+        yield _kernel("keras.cudnn_auto", device, "fp32", None)
     if device.type == "cuda":
         yield _energy(device)
 

@@ -374,22 +374,36 @@ def idle_power(monitor: GpuMonitor, seconds: float = 1.0) -> GpuMeasurement:
 
 MAX_ATTEMPTS = 5
 MIN_REPETITIONS = 3
-#: a window is sized this much longer than asked: inside it every step also pays its sync and the loop
+#: a window is sized this much longer than asked, so that one whose steps run a little faster than sized
+#: still lasts `window_s` instead of running again
 SIZING_MARGIN = 1.1
 
 
-def repetitions(median_s: float, window_s: float) -> int:
-    """How many steps of `median_s` fill a window of `window_s`, with `SIZING_MARGIN` (at least MIN_REPETITIONS)."""
-    if not median_s > 0:
+def repetitions(step_s: float, window_s: float) -> int:
+    """How many steps of `step_s` fill a window of `window_s`, with `SIZING_MARGIN` (at least MIN_REPETITIONS)."""
+    if not step_s > 0:
         return MIN_REPETITIONS
-    return max(MIN_REPETITIONS, math.ceil(SIZING_MARGIN * window_s / median_s))
+    return max(MIN_REPETITIONS, math.ceil(SIZING_MARGIN * window_s / step_s))
+
+
+def _window_steps(step: Callable[[], object], sync: Sync | None, n: int) -> Measurement:
+    """N synced, individually timed steps: the loop inside an energy window."""
+    return time_call(step, sync=sync, warmup=0, min_time=0.0, max_time=float("inf"), min_samples=n, max_samples=n)
+
+
+def host_step_s(step: Callable[[], object], sync: Sync | None, n: int) -> float:
+    """Wall time per step on the host over N steps run as a window runs them: the launch, the sync and the
+    timing around each step included, which a device-timed (CUDA event) median leaves out."""
+    start = time.perf_counter()
+    _window_steps(step, sync, n)
+    return (time.perf_counter() - start) / n
 
 
 def energy_window(step: Callable[[], object], sync: Sync | None, monitor: GpuMonitor, *, n: int, window_s: float,
                   key: str = "energy") -> tuple[Measurement, GpuMeasurement]:
     """Run `step` N times (each timed and synced) inside one monitor window lasting at least `window_s`.
 
-    A window that comes out shorter (the steps ran faster than the sizing median) runs again with N scaled
+    A window that comes out shorter (the steps ran faster than sized) runs again with N scaled
     up to fill `window_s` (plus `SIZING_MARGIN`); one whose energy the counter did not measure runs again
     with N doubled. After MAX_ATTEMPTS the window still unmeasured or short raises RuntimeError saying why,
     so no number is stored for a window shorter than asked. The returned `Measurement` holds the N step
@@ -397,8 +411,7 @@ def energy_window(step: Callable[[], object], sync: Sync | None, monitor: GpuMon
     """
     for _ in range(MAX_ATTEMPTS):
         with monitor.window(key) as holder:
-            m = time_call(step, sync=sync, warmup=0, min_time=0.0, max_time=float("inf"),
-                          min_samples=n, max_samples=n)
+            m = _window_steps(step, sync, n)
         result = holder.result
         if result.energy_j is not None and result.duration_s >= window_s:
             return m, result

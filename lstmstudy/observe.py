@@ -79,14 +79,18 @@ def classify(ops: Iterable[str], gpu_kernels: Sequence[str] = ()) -> str:
     return "aten-loop" if "aten::lstm" in ops else "python-op-loop"
 
 
-def _profile(calls: Sequence[Callable[[], object]], device: torch.device) -> profile:
+def _profile(calls: Sequence[Callable[[], object]], device: torch.device, *, gpu_kernels: bool = True) -> profile:
     """One profiling cycle over `calls`, its native start-up lines kept off the terminal.
+
+    On a GPU the kernels are recorded too (CUDA activity) unless `gpu_kernels` is False: where the CPU-side op
+    names decide what ran, tracing every kernel of a long pass (an 8-layer epoch launches thousands)
+    costs time and adds nothing.
 
     Each profiler here runs one cycle, so torch's warning that a profiler clears its events between cycles
     (torch 2.11, a GPU node's, gives it at every start) says nothing: it is silenced, not avoided with
     `acc_events`, which turns every recorded op into a Python object when the cycle ends (70 s for one epoch
     of a packed LSTM on ATen's loop, against its 2 s to run)."""
-    activities = [ProfilerActivity.CPU] + ([ProfilerActivity.CUDA] if device.type == "cuda" else [])
+    activities = [ProfilerActivity.CPU] + ([ProfilerActivity.CUDA] if gpu_kernels and device.type == "cuda" else [])
     with quiet_native_stderr(), warnings.catch_warnings():
         warnings.filterwarnings("ignore", message=r".*Profiler clears events at the end of each cycle",
                                 category=UserWarning)
@@ -103,10 +107,13 @@ def _profiled(calls: Sequence[Callable[[], object]], device: torch.device):
     return _profile(calls, device).events()
 
 
-def _names(calls: Sequence[Callable[[], object]], device: torch.device) -> tuple[list[str], list[str]]:
-    """The CPU-side op names and the GPU kernel names of one profiled pass of `calls`: read off the profiler's
-    raw records, which costs a fraction of building its events (what ran needs no times)."""
-    records = [(e.name(), e.device_type()) for e in _profile(calls, device).profiler.kineto_results.events()]
+def _names(calls: Sequence[Callable[[], object]], device: torch.device, *,
+           gpu_kernels: bool = True) -> tuple[list[str], list[str]]:
+    """The CPU-side op names and the GPU kernel names (none unless `gpu_kernels`) of one profiled pass of
+    `calls`: read off the profiler's raw records, which costs a fraction of building its events (what ran
+    needs no times)."""
+    profiled = _profile(calls, device, gpu_kernels=gpu_kernels)
+    records = [(e.name(), e.device_type()) for e in profiled.profiler.kineto_results.events()]
     return ([name for name, kind in records if kind == DeviceType.CPU],
             [name for name, kind in records if kind == DeviceType.CUDA])
 
@@ -132,8 +139,10 @@ def observe_batches(run: Callable[[], object], device: torch.device, n_batches: 
 
     On a CPU a packed batch gets oneDNN only when all its sequences have the same length (see
     `criteria`), so one pass can mix oneDNN and ATen's loop; the detail then counts the batches of each.
+    The label is read off the CPU-side op names alone (a vendor's op, such as `aten::_cudnn_rnn` on a GPU, or
+    `aten::lstm` for ATen's loop), so the GPU kernels of the pass (a whole epoch) are not recorded.
     """
-    ops, _ = _names([run], device)
+    ops, _ = _names([run], device, gpu_kernels=False)
     label = classify(ops)
     if label != "onednn":
         return Observation(label)

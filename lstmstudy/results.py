@@ -7,6 +7,11 @@ Every append takes a file lock, checks the existing file, writes the old rows pl
 temporary file and renames it over the old one: a run killed mid-write leaves the previous file
 intact, two processes appending at once lose nothing, and a file that does not parse is reported by
 path and line and never overwritten.
+
+While a group of points is measured, its rows as they would read if it never finished wait in a hidden
+`.<hardware_id>.running-<pid>.rows` file, locked by the measuring process (`running`). A process killed
+inside a group (a hang in native code, a command's time limit) leaves them, and the next sweep of that set
+stores them as error rows (`store_cut_off`), so that it goes past the group instead of hanging on it again.
 """
 
 from __future__ import annotations
@@ -17,7 +22,8 @@ import io
 import json
 import os
 import uuid
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable, Iterator, Mapping
+from contextlib import contextmanager
 from pathlib import Path
 
 import pandas as pd
@@ -220,6 +226,67 @@ def _read_fingerprints(path: Path) -> list[dict]:
         return [{**fp, "id": fingerprint_id(fp)} for fp in known]
     except (json.JSONDecodeError, KeyError, TypeError, AttributeError) as exc:
         raise ResultsCorrupt(f"{path}: not a fingerprint file ({exc})") from None
+
+
+@contextmanager
+def running(claim: str, hardware_id: str, rows: Iterable[Mapping], root: Path | None = None) -> Iterator[None]:
+    """While the block runs: `rows` (a group's error rows, saying it was cut off) in a hidden file beside the
+    set, locked by this process. Leaving the block, by return or by exception, takes them back; a process
+    killed inside it leaves them for `store_cut_off` (the kernel drops its lock when it dies). Where there is
+    no `fcntl` (Windows) nothing is kept."""
+    try:
+        import fcntl
+    except ImportError:
+        yield
+        return
+    path = set_path(claim, hardware_id, root)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    marker = path.with_name(f".{hardware_id}.running-{os.getpid()}.rows")
+    tmp = marker.with_name(f"{marker.name}.{uuid.uuid4().hex}.tmp")
+    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o666)
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX)  # before the rename: no reader ever sees it unlocked while we live
+        os.write(fd, json.dumps([dict(row) for row in rows]).encode())
+        os.fsync(fd)
+        os.replace(tmp, marker)
+        yield
+    finally:
+        tmp.unlink(missing_ok=True)
+        marker.unlink(missing_ok=True)
+        os.close(fd)
+
+
+def store_cut_off(claim: str, hardware_id: str, root: Path | None = None) -> int:
+    """Store the rows `running` left for groups whose process died inside them, except those of a configuration
+    stored since (a marker may be copied back with the results it was left beside); return how many."""
+    try:
+        import fcntl
+    except ImportError:
+        return 0
+    stored = 0
+    for marker in sorted(set_path(claim, hardware_id, root).parent.glob(f".{hardware_id}.running-*.rows")):
+        try:
+            fd = os.open(marker, os.O_RDONLY)
+        except FileNotFoundError:  # its process finished meanwhile
+            continue
+        try:
+            try:
+                fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+            except BlockingIOError:  # its process is alive, still measuring that group
+                continue
+            try:
+                rows = json.loads(marker.read_text(encoding="utf-8"))
+            except (json.JSONDecodeError, UnicodeDecodeError) as exc:
+                raise ResultsCorrupt(f"{marker}: not the rows of a cut-off group ({exc})") from None
+            known = {row_key(row) for row in read_rows(set_path(claim, hardware_id, root))}
+            new = [row for row in rows if row_key(row) not in known]
+            if new:
+                append(claim, hardware_id, new, root)
+                stored += len(new)
+            marker.unlink(missing_ok=True)
+        finally:
+            os.close(fd)
+    return stored
 
 
 DONE_STATUSES = ("ok", "skipped")

@@ -8,14 +8,18 @@ for this hardware (unless `rerun`). A point that raises becomes an `error` row w
 sweep goes on, unless the error poisons the process's CUDA context (then the sweep stops, keeping every
 finished row); a point that cannot run here raises `Skip(reason)` and becomes a `skipped` row. Under a
 deadline, a group still running when it passes is interrupted (`Deadline.guard`), so that one point far
-longer than planned cannot hold a command past its limit, nor every later command after it.
+longer than planned cannot hold a command past its limit, nor every later command after it. A group that
+cannot be interrupted (a hang in native code: NCCL, a CUPTI flush, cuDNN) ends only when its process is
+killed; its rows then say so (`results.running`), and the next call stores them as errors and goes on.
 """
 
 from __future__ import annotations
 
+import faulthandler
 import gc
 import re
 import signal
+import sys
 import threading
 import time
 from collections.abc import Callable, Iterable, Iterator, Mapping
@@ -107,6 +111,14 @@ def is_fatal_cuda_error(exc: BaseException) -> bool:
 #: what a slow point (a cold torch.compile, a masked Keras loop on 8 layers) may take, for the deadline:
 #: a cold compile of the T=100 training step took 69 s on a 2-core CPU
 SLOW_POINT_S = 120.0
+#: after a group's time is up, the alarm fires again this often (a handler delayed by native code, or an
+#: exception a library swallowed), and once, this long after, every thread's traceback goes to stderr: a
+#: group hung in native code cannot be interrupted, but the log shows where it hung
+REARM_S = 5.0
+HANG_TRACEBACK_S = 30.0
+#: the error of each point of a group whose process was killed before it finished (`results.running`)
+CUT_OFF = ("CutOff: the call that measured this group (from {started}) was killed before the group finished: "
+           "a hang in native code, or the command's time limit; measured again only with --retry-errors")
 
 
 def device_still_works(device: torch.device) -> bool:
@@ -168,9 +180,10 @@ class Deadline:
     @contextmanager
     def guard(self) -> Iterator[None]:
         """Raise `DeadlineReached` in the group run inside if it is still running when it must end
-        (`ends_next_group`; SIGALRM: without a deadline, or off the main thread, where signals cannot be
-        caught, it does nothing). A Python loop is stopped at its next bytecode; a single native call (one
-        cuDNN kernel, a compile's subprocess) is let finish first. Not nested."""
+        (`ends_next_group`; SIGALRM, re-armed every `REARM_S`: without a deadline, or off the main thread,
+        where signals cannot be caught, it does nothing). A Python loop is stopped at its next bytecode; a
+        single native call (one cuDNN kernel, a compile's subprocess) is let finish first, and one that never
+        returns gets every thread's traceback written to stderr `HANG_TRACEBACK_S` later. Not nested."""
         ends = self.ends_next_group()
         if ends is None or threading.current_thread() is not threading.main_thread():
             yield
@@ -182,13 +195,17 @@ class Deadline:
                 raise DeadlineReached(f"it ran past the {allowed:.0f} s it could have")
 
         previous = signal.signal(signal.SIGALRM, interrupt)
+        stderr = sys.__stderr__
         try:
-            signal.setitimer(signal.ITIMER_REAL, max(allowed, 1e-3))
+            signal.setitimer(signal.ITIMER_REAL, max(allowed, 1e-3), REARM_S)
+            if stderr is not None:
+                faulthandler.dump_traceback_later(max(allowed, 0.0) + HANG_TRACEBACK_S, file=stderr)
             yield
             armed = False
         finally:
             armed = False
             signal.setitimer(signal.ITIMER_REAL, 0)
+            faulthandler.cancel_dump_traceback_later()
             signal.signal(signal.SIGALRM, previous)
 
 
@@ -202,10 +219,13 @@ class SweepReport:
     already_stored: int = 0
     errors_not_retried: int = 0
     left: int = 0  # points not started because the deadline came
+    cut_off: int = 0  # error rows stored at the start for a group an earlier call was killed in
 
     def __str__(self) -> str:
         text = (f"{self.claim}: {self.measured} measured, {self.skipped} skipped, {self.errors} errors, "
                 f"{self.already_stored} already stored")
+        if self.cut_off:
+            text += f", {self.cut_off} stored as errors: an earlier call was killed measuring them"
         if self.errors_not_retried:
             text += f", {self.errors_not_retried} stored errors not retried (--retry-errors)"
         if self.left:
@@ -300,7 +320,8 @@ def run(claim: str, points: Iterable[Point], prepare: Prepare, plan: Rounds = Ro
     fp = hardware.fingerprint(dev)
     deadline = deadline or Deadline()
     results.record_fingerprint(claim, fp.as_dict(), root)
-    report = SweepReport(claim=claim, path=results.set_path(claim, fp.hardware_id, root))
+    report = SweepReport(claim=claim, path=results.set_path(claim, fp.hardware_id, root),
+                         cut_off=results.store_cut_off(claim, fp.hardware_id, root))
     done, failed = (set(), set()) if rerun else results.stored_keys(claim, fp.hardware_id, root)
     if retry_errors:
         failed = set()
@@ -322,42 +343,46 @@ def run(claim: str, points: Iterable[Point], prepare: Prepare, plan: Rounds = Ro
                 break
             bar.set_postfix_str(label(group[0]) + (f" and {len(group) - 1} more" if len(group) > 1 else ""))
             start, conditions = time.monotonic(), hardware.conditions()
-            rows, unusable = [], None
-            first, outcomes = deadline.started == 0, None
-            try:
-                with deadline.guard():
-                    outcomes = measure_group(group, prepare, dev, plan)
-            except DeadlineReached as reached:
-                if outcomes is None:  # else the alarm came after the group finished: its rows stand
-                    if not first:  # a fresh call, where it comes first, may finish it
-                        deadline.record(time.monotonic() - start)
-                        report.left = left
-                        break
-                    # it had a whole deadline: an error row each, so the next call goes on
-                    outcomes = [DeadlineReached(f"{reached} as a call's first group, before its timing finished: "
-                                                "one call with this deadline cannot measure it; use a longer "
-                                                "--deadline, or none, with --retry-errors") for _ in group]
-            for point, outcome in zip(group, outcomes):
-                if isinstance(outcome, PointResult):
-                    rows.append(make_row(claim, point, dev, fp, outcome=outcome, conditions=conditions))
-                    report.measured += 1
-                elif isinstance(outcome, Skip):
-                    rows.append(make_row(claim, point, dev, fp, status="skipped", error=str(outcome),
-                                         conditions=conditions))
-                    report.skipped += 1
-                else:
-                    if isinstance(outcome, torch.cuda.OutOfMemoryError):
-                        gc.collect()
-                        torch.cuda.empty_cache()
-                    bar.write(f"{claim}: {label(point)} failed: {describe(outcome)}")
-                    rows.append(make_row(claim, point, dev, fp, status="error", error=describe(outcome),
-                                         conditions=conditions))
-                    report.errors += 1
-                    if unusable is None and not isinstance(outcome, DeadlineReached) and (
-                            is_fatal_cuda_error(outcome) or not device_still_works(dev)):
-                        unusable = (point, outcome)
-            deadline.record(time.monotonic() - start)
-            results.append(claim, fp.hardware_id, rows, root)
+            started = datetime.now(timezone.utc).isoformat(timespec="seconds")
+            cut_off = [make_row(claim, point, dev, fp, status="error", error=CUT_OFF.format(started=started),
+                                conditions=conditions) for point in group]
+            with results.running(claim, fp.hardware_id, cut_off, root):
+                rows, unusable = [], None
+                first, outcomes = deadline.started == 0, None
+                try:
+                    with deadline.guard():
+                        outcomes = measure_group(group, prepare, dev, plan)
+                except DeadlineReached as reached:
+                    if outcomes is None:  # else the alarm came after the group finished: its rows stand
+                        if not first:  # a fresh call, where it comes first, may finish it
+                            deadline.record(time.monotonic() - start)
+                            report.left = left
+                            break
+                        # it had a whole deadline: an error row each, so the next call goes on
+                        outcomes = [DeadlineReached(f"{reached} as a call's first group, before its timing finished: "
+                                                    "one call with this deadline cannot measure it; use a longer "
+                                                    "--deadline, or none, with --retry-errors") for _ in group]
+                for point, outcome in zip(group, outcomes):
+                    if isinstance(outcome, PointResult):
+                        rows.append(make_row(claim, point, dev, fp, outcome=outcome, conditions=conditions))
+                        report.measured += 1
+                    elif isinstance(outcome, Skip):
+                        rows.append(make_row(claim, point, dev, fp, status="skipped", error=str(outcome),
+                                             conditions=conditions))
+                        report.skipped += 1
+                    else:
+                        if isinstance(outcome, torch.cuda.OutOfMemoryError):
+                            gc.collect()
+                            torch.cuda.empty_cache()
+                        bar.write(f"{claim}: {label(point)} failed: {describe(outcome)}")
+                        rows.append(make_row(claim, point, dev, fp, status="error", error=describe(outcome),
+                                             conditions=conditions))
+                        report.errors += 1
+                        if unusable is None and not isinstance(outcome, DeadlineReached) and (
+                                is_fatal_cuda_error(outcome) or not device_still_works(dev)):
+                            unusable = (point, outcome)
+                deadline.record(time.monotonic() - start)
+                results.append(claim, fp.hardware_id, rows, root)
             bar.update(len(group))
             left -= len(group)
             if unusable is not None:

@@ -3,16 +3,29 @@
 # GPU lease is one line and none forgets a step:
 #
 #   bash scripts/gpu-node.sh check                  carried wheels in, smoke check, then the tests marked gpu
+#                                                   (stopped after $LSTMSTUDY_CHECK_S, default 180 s)
 #   bash scripts/gpu-node.sh measure SECONDS [ARGS]  `lstmstudy measure --device cuda` of every claim, the most
 #                                                   telling first (the GPU issue's order), until the deadline
 #                                                   (ARGS are passed on and win); the next call resumes
+#   bash scripts/gpu-node.sh check measure SECONDS [ARGS]   both in one call, measuring only if the check passed
+#
+# The device tool kills a command after $LSTMSTUDY_CALL_LIMIT seconds (default 600), counted from this script's
+# start: `lstmstudy measure` is stopped $PACK_S seconds before that, whatever its deadline, so that the results
+# are always packed; a group hung in native code is then stored as an error by the next call.
 #
 # Needs LSTMSTUDY_HOST (a stable name: the node may be renamed at boot) and LSTMSTUDY_GIT_COMMIT (the copy has
 # no .git). Where $OUT is set (the device tool's folder that comes back), the result files this call wrote
 # ($LSTMSTUDY_RESULTS, else results/) are packed into $OUT/results.tgz (unpack it over the checkout: each file is
-# whole) and the native logs copied to $OUT/logs, after every call, failed or not.
+# whole), the native logs copied to $OUT/logs and the whole console kept in $OUT/console.log (the device tool
+# returns only its end), after every call, failed or not.
 set -uo pipefail
 cd "$(dirname "$0")/.."
+
+LIMIT=${LSTMSTUDY_CALL_LIMIT:-600}
+PACK_S=20  # packing takes a few seconds; the rest is margin
+if [ -n "${OUT:-}" ]; then
+    exec > >(tee -a "$OUT/console.log") 2> >(tee -a "$OUT/console.log" >&2)
+fi
 
 : "${LSTMSTUDY_HOST:?set LSTMSTUDY_HOST to a stable name for this node}"
 : "${LSTMSTUDY_GIT_COMMIT:?set LSTMSTUDY_GIT_COMMIT to the commit this copy holds, with +dirty if it has changes}"
@@ -23,7 +36,7 @@ STAMP=$(mktemp)  # what this call wrote is newer
 
 pack() {
     if [ -n "${OUT:-}" ] && [ -d "$RESULTS" ]; then
-        (cd "$(dirname "$RESULTS")" && find "$(basename "$RESULTS")" -type f -newer "$STAMP" \( -name "*.csv" -o -name "*.json" \)) > "$STAMP.list"
+        (cd "$(dirname "$RESULTS")" && find "$(basename "$RESULTS")" -type f -newer "$STAMP" \( -name "*.csv" -o -name "*.json" -o -name ".*.rows" \)) > "$STAMP.list"
         if [ -s "$STAMP.list" ]; then
             tar czf "$OUT/results.tgz" -C "$(dirname "$RESULTS")" -T "$STAMP.list"
             echo "packed $(wc -l < "$STAMP.list") result files this call wrote into $OUT/results.tgz"
@@ -31,8 +44,18 @@ pack() {
         if [ -d _build/logs ]; then cp -r _build/logs "$OUT/logs"; fi
     fi
     rm -f "$STAMP" "$STAMP.list"
+    if [ -n "${OUT:-}" ]; then  # let the console's copies finish before the command ends
+        exec >&- 2>&-
+        wait
+    fi
 }
 trap pack EXIT
+
+usage="usage: bash scripts/gpu-node.sh check | measure SECONDS [lstmstudy measure arguments] | check measure SECONDS [...]"
+case "${1:-}" in
+    check | measure) ;;
+    *) echo "$usage" >&2; exit 2 ;;
+esac
 
 if compgen -G "wheelhouse/*.whl" >/dev/null; then
     "$PY" -m pip install --quiet --upgrade --no-index --no-deps --target "$SITE" wheelhouse/*.whl || exit 1
@@ -55,33 +78,54 @@ if [ -n "$problem" ]; then
     exit 1
 fi
 
-case "${1:-}" in
-    check)
-        "$PY" -m lstmstudy.cli env --device cuda --check
+check() {
+    timeout --kill-after=10 "${LSTMSTUDY_CHECK_S:-180}" bash -c '
+        "$0" -m lstmstudy.cli env --device cuda --check
         checked=$?
-        if "$PY" -c "import pytest, hypothesis" 2>/dev/null; then
+        if "$0" -c "import pytest, hypothesis" 2>/dev/null; then
             # one module that fails to collect must not keep the others from running
-            "$PY" -m pytest -q -m gpu -p no:cacheprovider --continue-on-collection-errors
+            "$0" -m pytest -q -m gpu -p no:cacheprovider --continue-on-collection-errors
             tested=$?
         else
             echo "pytest or hypothesis cannot be imported here: the tests marked gpu were not run" >&2
             tested=1
         fi
-        exit $((checked || tested))
+        exit $(( checked ? 3 : tested ))' "$PY"
+}
+
+measure() {
+    seconds=${1:?measure needs a deadline in seconds, e.g. 480}
+    shift
+    left=$(( LIMIT - SECONDS - PACK_S ))
+    if [ "$left" -lt 15 ]; then
+        echo "measure: only ${left} s of this ${LIMIT} s call left: not started" >&2
+        return 1
+    fi
+    # the deadline stops it between groups and interrupts a group still running (a call's first group gets the
+    # whole deadline, and at least 120 s, from its own start); the backstop stops it before the call's limit
+    timeout --kill-after=5 "$left" \
+        "$PY" -m lstmstudy.cli measure --device cuda --claims 06 01 03 04 02 05 07 kernels \
+        --deadline "$seconds" "$@"
+}
+
+case "$1" in
+    check)
+        check
+        status=$?
+        if [ "${2:-}" = measure ]; then
+            shift 2
+            if [ "$status" = 3 ] || [ "$status" = 124 ] || [ "$status" = 137 ]; then
+                echo "check: the GPU is not ready to measure (see above): measure not started" >&2
+                exit 1
+            fi
+            measure "$@"
+            measured=$?
+            exit $(( status || measured ))
+        fi
+        exit $status
         ;;
     measure)
-        seconds=${2:?measure needs a deadline in seconds, e.g. 480}
-        shift 2
-        # the deadline stops it between groups and interrupts a group still running (a call's first group
-        # gets the whole deadline, and at least 120 s, from its own start); this is the backstop, so that the
-        # results are packed before the device tool kills the whole command
-        whole=${seconds%.*}
-        timeout --kill-after=10 "$(( (whole > 120 ? whole : 120) + 60 ))" \
-            "$PY" -m lstmstudy.cli measure --device cuda --claims 06 01 03 04 02 05 07 kernels \
-            --deadline "$seconds" "$@"
-        ;;
-    *)
-        echo "usage: bash scripts/gpu-node.sh check | measure SECONDS [lstmstudy measure arguments]" >&2
-        exit 2
+        shift
+        measure "$@"
         ;;
 esac

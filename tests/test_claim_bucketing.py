@@ -274,6 +274,24 @@ def test_waste_table_has_every_plan_and_both_work_ratios():
     assert list(corpora.sentences) == [7131, 1000] and corpora.tokens.iloc[0] == 149059
 
 
+def test_on_a_gpu_each_kernel_is_a_group_of_every_plan(tmp_path, monkeypatch):
+    """The GPU grid's 12 epochs share one shape: one sweep would make them one group of about 150 s that no
+    deadline can stop inside. `measure` sweeps each kernel apart, so the deadline can stop between kernels,
+    and each group still holds every plan of its kernel: the ratios `speedups` forms stay within rounds."""
+    points = claim.CLAIM.points("cuda")
+    swept = []
+
+    def run(name, mine, prepare, plan, *, slow, **options):
+        swept.extend(sweep.groups(mine, slow))
+        return sweep.SweepReport(claim=name, path=tmp_path / "set.csv", measured=len(mine), already_stored=1)
+
+    monkeypatch.setattr(claim.sweep, "run", run)
+    (report,) = claim.measure(points, device="cuda", min_time=0.1, slow=claim.CLAIM.slow)
+    assert [{p.kernel for p in group} for group in swept] == [{kernel} for kernel in claim.TORCH_KERNELS]
+    assert all(sorted(p.config["plan"] for p in group) == sorted(data.PLANS) for group in swept)
+    assert (report.claim, report.measured, report.already_stored) == (claim.NAME, len(points), len(swept))
+
+
 # --- real measurements at tiny sizes ---------------------------------------------------------------------------
 
 @pytest.mark.parametrize("kernel", ["torch.padded", "torch.packed"])
@@ -293,6 +311,9 @@ def test_a_quick_measurement_stores_every_plan_and_decides_nothing(tmp_path):
     (report,) = claim.CLAIM.run("cpu", quick=True, root=tmp_path, progress=False, kernels=kernels)
     assert (report.measured, report.errors) == (len(data.PLANS) * 2, 0)
     frame = results.load(claim.NAME, tmp_path)
+    # a group per kernel (`measure`): every plan of a kernel in the same rounds, so each ratio is paired
+    assert frame.groupby("kernel").round_seed.nunique().eq(1).all() and frame.round_seed.nunique() == 2
+    assert claim.speedups(frame).paired.all()
     epochs = claim.epoch_times(frame)
     assert set(epochs.plan) == set(data.PLANS) and set(epochs.timed) == {"2 sampled batches per epoch"}
     (verdict,) = claim.verdicts(frame)

@@ -8,7 +8,9 @@ import re
 import time
 from collections.abc import Sequence
 from contextlib import contextmanager
+from dataclasses import replace
 from pathlib import Path
+from types import SimpleNamespace
 
 import matplotlib
 
@@ -313,6 +315,30 @@ def test_the_window_grows_until_it_is_long_enough_and_measured():
 def test_a_window_never_measured_raises_instead_of_storing_a_number():
     with pytest.raises(RuntimeError, match="did not increase"):
         nvml.energy_window(lambda: None, None, FakeMonitor(unmeasured=99), n=3, window_s=0.0)
+
+
+def test_a_window_is_sized_from_host_wall_time_not_the_device_timed_median(monkeypatch):
+    # a 2 ms step whose device-timed median is a quarter of it, as CUDA events leave out launch and sync
+    medians, real = [], claim.time_call
+
+    def device_timed(step, **options) -> Measurement:
+        m = real(step, **options)
+        m = replace(m, samples=tuple(s / 4 for s in m.samples))
+        medians.append(m.median)
+        return m
+
+    monkeypatch.setattr(claim, "time_call", device_timed)
+    monitor, window_s = FakeMonitor(), 0.05
+    windows = claim.KernelWindows(SimpleNamespace(step=lambda: time.sleep(0.002)), None, window_s, lambda: monitor,
+                                  dict(min_time=0.01, max_time=0.05, min_samples=3))
+    windows()  # the rounds' warm-up call sizes the window
+    # about a quarter of the steps the device-timed median asks for (4x more than fit the window)
+    device_n = nvml.repetitions(medians[0], window_s)
+    assert device_n / 8 <= windows.n <= device_n / 3
+    windows()
+    ((_, window),) = windows.kept
+    # the window lasts about what was planned (window_s with the margin), not the 4x that from the median
+    assert window_s <= window.duration_s < 2 * nvml.SIZING_MARGIN * window_s
 
 
 def test_a_group_runs_interleaved_windows_and_stores_every_one(tmp_path):

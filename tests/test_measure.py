@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import pandas as pd
 import pytest
 import torch
 
@@ -97,6 +98,14 @@ def test_the_smoke_check_reports_what_really_ran(capsys):
     assert "FAIL" not in out
 
 
+@pytest.mark.gpu
+def test_the_smoke_check_probes_keras_cudnn_at_every_precision_on_a_gpu(capsys):
+    """Keras's torch backend hides a cuDNN failure behind its loop: at 16 bits too, the check must look."""
+    cli.main(["env", "--device", "cuda", "--check"])
+    out = capsys.readouterr().out
+    assert all(f"keras.cudnn_auto {precision} train" in out for precision in ("fp32", "fp16", "bf16")), out
+
+
 def test_the_gpu_tests_collect_on_a_node_without_the_notebook_stack(tmp_path):
     """`pytest -m gpu` on a GPU node: no test file may import papermill, Jupyter or TensorFlow at the top."""
     import os
@@ -135,19 +144,73 @@ def _gpu_node(tmp_path, *args: str, **env: str):
     return done, out
 
 
-def test_the_gpu_node_script_measures_and_packs_what_it_stored(tmp_path):
-    import tarfile
+#: Installed as the node's `sitecustomize` for the rehearsal: in `lstmstudy measure`, the second group of points
+#: hangs in native code while the flag file says "armed", as a group blocked in NCCL, a CUPTI flush or cuDNN would:
+#: SIGALRM is masked, so no Python handler runs, and libc's sleep never returns to the interpreter.
+HANG = """
+import os
+import sys
 
+if "lstmstudy.cli" in sys.orig_argv and "measure" in sys.orig_argv:
+    import ctypes
+    import signal
+    from pathlib import Path
+
+    from lstmstudy import sweep
+
+    flag, seen, measure_group = Path(os.environ["REHEARSAL_HANG"]), [], sweep.measure_group
+
+    def hanging(points, *args):
+        seen.append(points)
+        if len(seen) == 2 and flag.read_text() == "armed":
+            flag.write_text("hanging")
+            signal.pthread_sigmask(signal.SIG_BLOCK, {signal.SIGALRM})
+            ctypes.CDLL(None).sleep(3600)
+        return measure_group(points, *args)
+
+    sweep.measure_group = hanging
+"""
+
+
+def test_a_group_hung_in_native_code_is_killed_packed_and_gone_past_by_the_next_call(tmp_path):
+    """The GPU issue's rehearsal on the CPU: the first call hangs in its second group and the backstop kills it
+    before the call's limit, with the results packed; the second call stores the hung group as error rows and
+    measures the rest, with no row twice."""
+    import io
+    import tarfile
+    import time
+
+    site, flag, limit = tmp_path / "site", tmp_path / "hang", 48
+    site.mkdir()
+    (site / "sitecustomize.py").write_text(HANG)
+    flag.write_text("armed")
     older = tmp_path / "checkout" / "results" / "energy" / "cuda-earlier.csv"  # what an earlier call brought back
     older.parent.mkdir(parents=True)
     older.write_text("claim\n")
-    done, out = _gpu_node(tmp_path, "measure", "120", "--device", "cpu", "--quick", "--claims", "01",
-                          "--no-progress")
-    assert done.returncode == 0, done.stdout[-2000:] + done.stderr[-2000:]
+    args = ("measure", "60", "--device", "cpu", "--quick", "--claims", "01", "--no-progress")
+    env = {"LSTMSTUDY_SITE": str(site), "REHEARSAL_HANG": str(flag), "LSTMSTUDY_CALL_LIMIT": str(limit)}
+    start = time.monotonic()
+    done, out = _gpu_node(tmp_path, *args, **env)
+    assert time.monotonic() - start < limit and flag.read_text() == "hanging"
+    assert done.returncode == 124, done.stdout[-2000:] + done.stderr[-2000:]  # the backstop's timeout
     with tarfile.open(out / "results.tgz") as packed:
         names = packed.getnames()
-    assert {n.rsplit(".", 1)[-1] for n in names} == {"csv", "json"}, names  # this call's files, no others
-    assert all(n.startswith("results/cudnn_fallback/cpu-") for n in names), names
+    assert all(n.startswith("results/cudnn_fallback/") for n in names), names  # this call's files, no others
+    assert {n.rsplit(".", 1)[-1] for n in names} == {"csv", "json", "rows"}, names  # the hung group's rows too
+    assert "packed" in (out / "console.log").read_text()
+
+    (out / "results.tgz").unlink()
+    done, out = _gpu_node(tmp_path, *args, **env)
+    assert done.returncode == 0, done.stdout[-2000:] + done.stderr[-2000:]
+    assert "stored as errors: an earlier call was killed measuring them" in done.stdout
+    with tarfile.open(out / "results.tgz") as packed:
+        csv = next(packed.extractfile(m).read() for m in packed.getmembers() if m.name.endswith(".csv"))
+    stored = pd.read_csv(io.BytesIO(csv))
+    assert not stored.duplicated(list(results.KEY_COLUMNS)).any()
+    cut = stored[stored.error.fillna("").str.startswith("CutOff:")]
+    assert len(cut) >= 1 and set(stored.status) == {"ok", "error"} and set(cut.index) == set(
+        stored.index[stored.status == "error"])
+    assert not list((tmp_path / "checkout" / "results").rglob(".*.rows"))
 
 
 def test_the_gpu_node_script_names_what_is_missing_in_one_line(tmp_path):
@@ -155,6 +218,9 @@ def test_the_gpu_node_script_names_what_is_missing_in_one_line(tmp_path):
     assert done.returncode != 0 and "set LSTMSTUDY_HOST" in done.stderr and len(done.stderr.splitlines()) == 1
     done, _ = _gpu_node(tmp_path, "sweep")
     assert done.returncode == 2 and done.stderr.startswith("usage: bash scripts/gpu-node.sh check | measure")
+    done, _ = _gpu_node(tmp_path, "check", "measure", "60")  # no GPU here: the check fails, nothing is measured
+    assert done.returncode == 1 and done.stderr.rstrip().endswith("measure not started"), done.stderr[-2000:]
+    assert not (tmp_path / "checkout" / "results").exists()
 
 
 def test_the_gpu_node_script_stops_where_keras_is_missing(tmp_path):

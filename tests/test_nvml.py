@@ -410,6 +410,11 @@ def test_repetitions_fill_the_window_with_a_margin():
     assert nvml_mod.repetitions(0.0, 1.0) == nvml_mod.MIN_REPETITIONS
 
 
+def test_host_step_time_includes_the_sync():
+    # the step itself is instant: its time on the host is the 2 ms sync after it, as a window's would be
+    assert nvml_mod.host_step_s(lambda: None, lambda: time.sleep(0.002), n=5) >= 0.002
+
+
 def test_an_energy_window_grows_until_it_lasts_what_was_asked(fake, clock):
     def step() -> None:  # each step: 0.3 s of the monitor's clock and 30 J on the counter
         clock.t += 0.3

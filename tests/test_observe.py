@@ -11,6 +11,8 @@ from types import SimpleNamespace
 
 import pytest
 import torch
+from torch.autograd import DeviceType
+from torch.profiler import ProfilerActivity
 
 from lstmstudy import kernels, results, sweep
 from lstmstudy.observe import (
@@ -121,3 +123,31 @@ def test_observing_keeps_torch_211s_profiler_warning_off_the_terminal(monkeypatc
         warnings.simplefilter("error")
         observed = observe_module.observe([lambda: None], torch.device("cpu"))
     assert started and observed.kernel == "python-op-loop"
+
+
+def test_an_epoch_on_a_gpu_is_observed_from_its_cpu_ops_alone(monkeypatch):
+    """A whole epoch's label comes from its CPU-side ops (`aten::_cudnn_rnn`), so on a GPU its profiler records
+    the CPU alone; one step's observation still records the GPU kernels, which can name cuDNN where no op does.
+    Checked on any machine: the profiler and the GPU's sync are stand-ins that record what was asked."""
+    from lstmstudy import observe as observe_module
+
+    asked = []
+    cudnn_op = SimpleNamespace(name=lambda: "aten::_cudnn_rnn", device_type=lambda: DeviceType.CPU)
+
+    class RecordingProfile:
+        def __init__(self, activities):
+            asked.append(set(activities))
+            self.profiler = SimpleNamespace(kineto_results=SimpleNamespace(events=lambda: [cudnn_op] * 16))
+
+        def __enter__(self):
+            return self
+
+        def __exit__(self, *exc):
+            return False
+
+    monkeypatch.setattr(observe_module, "profile", RecordingProfile)
+    monkeypatch.setattr(torch.cuda, "synchronize", lambda device=None: None)
+    gpu = torch.device("cuda")
+    assert observe_module.observe_batches(lambda: None, gpu, n_batches=2, layers=8) == Observation("cudnn")
+    assert observe_module.observe([lambda: None], gpu).kernel == "cudnn"
+    assert asked == [{ProfilerActivity.CPU}, {ProfilerActivity.CPU, ProfilerActivity.CUDA}]

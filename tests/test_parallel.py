@@ -3,6 +3,14 @@ and one real 2-process gloo run in which DDP and the pipeline must match one dev
 
 from __future__ import annotations
 
+import signal
+import subprocess
+import sys
+import textwrap
+import time
+import uuid
+from pathlib import Path
+
 import pytest
 import torch
 
@@ -106,3 +114,45 @@ def test_a_failing_worker_is_one_line_not_a_hang():
                                                   r"ParameterError: .*ptb-nowhere") as info:
         launch.run(broken, 2, timeout_s=120, progress=False)
     assert "\n" not in str(info.value)
+
+
+def test_a_terminated_run_takes_its_workers_with_it():
+    """A command's time limit sends SIGTERM to the measuring process; torchrun, in a session of its own, would not
+    get it, and its workers would go on holding the GPUs into the next call."""
+    tag = f"lstmstudy-test-worker-{uuid.uuid4().hex}"
+    script = textwrap.dedent(f"""
+        import sys
+        from lstmstudy.parallel import launch
+
+        worker = "import time; time.sleep(600)  # " + {tag[:9]!r} + {tag[9:]!r}  # the tag not in this command
+        launch.torchrun_command = lambda processes, spec: [sys.executable, "-c",
+            f"import subprocess, sys, time; subprocess.Popen([sys.executable, '-c', {{worker!r}}]); time.sleep(600)"]
+        print("started", flush=True)
+        launch.run({{"device_kind": "cpu", "warmup": 0, "rounds": 1}}, 2, timeout_s=600, progress=False)
+    """)
+    parent = subprocess.Popen([sys.executable, "-c", script], stdout=subprocess.PIPE, text=True)
+    assert parent.stdout.readline().strip() == "started"
+    deadline = time.monotonic() + 60
+    while not _processes(tag) and time.monotonic() < deadline:
+        time.sleep(0.1)
+    assert _processes(tag), "the stand-in worker never started"
+    parent.send_signal(signal.SIGTERM)
+    assert parent.wait(timeout=30) == 128 + signal.SIGTERM
+    deadline = time.monotonic() + 10
+    while _processes(tag) and time.monotonic() < deadline:
+        time.sleep(0.1)
+    assert not _processes(tag), "a worker outlived the terminated run"
+
+
+def _processes(tag: str) -> list[int]:
+    """The live processes whose command line holds `tag`."""
+    found = []
+    for proc in Path("/proc").iterdir():
+        try:
+            if proc.name.isdigit() and tag in (proc / "cmdline").read_text():
+                state = next(line for line in (proc / "status").read_text().splitlines() if line.startswith("State"))
+                if "zombie" not in state:
+                    found.append(int(proc.name))
+        except (OSError, StopIteration):
+            pass
+    return found

@@ -101,8 +101,11 @@ def test_a_killed_sweep_resumes(results_root):
     proc.wait()
     assert sorted(results.load("demo").batch) == [1, 2, 3]
     report = sweep.run("demo", grid(), lambda p, d: fake_outcome(), device="cpu", progress=False)
-    assert (report.already_stored, report.measured) == (3, 3)
+    # the point it was killed in is stored as cut off, for the next call to go past (a hang would kill it again)
+    assert (report.already_stored, report.cut_off, report.measured) == (3, 1, 2)
     assert sorted(results.load("demo", latest=False).batch) == [1, 2, 3, 4, 5, 6]
+    again = sweep.run("demo", grid(), lambda p, d: fake_outcome(), device="cpu", progress=False, retry_errors=True)
+    assert again.measured == 1 and set(results.load("demo").status) == {"ok"}
 
 
 def test_rerun_measures_again_and_load_keeps_the_newest(results_root):
@@ -332,3 +335,88 @@ def test_a_calls_first_group_gets_the_whole_deadline_however_long_the_set_up_too
     report = sweep.run("demo", grid(2), _slow_prepare(0.2), PLAN, device="cpu", progress=False, deadline=deadline)
     assert (report.measured, report.errors, report.left) == (1, 0, 1)
     assert deadline.ends_next_group() == deadline.at  # the second group had to end by the deadline itself
+
+
+def test_a_group_hung_in_native_code_shows_where_and_the_next_call_stores_it_as_cut_off(results_root):
+    """SIGALRM cannot stop a call that never returns to Python (masked here, as in a driver): its traceback goes to
+    stderr, its rows wait locked beside the set while the process lives, and the next call stores them as errors
+    once the process is killed, and measures the rest."""
+    script = textwrap.dedent(f"""
+        import ctypes, signal, sys
+        sys.path.insert(0, {os.getcwd()!r})
+        from lstmstudy import sweep
+        from tests.test_sweep import grid, fake_outcome
+        sweep.SLOW_POINT_S, sweep.HANG_TRACEBACK_S = 0.2, 0.1
+        def hangs(point, device):
+            if point.shape.batch == 3:
+                print("hanging", flush=True)
+                signal.pthread_sigmask(signal.SIG_BLOCK, {{signal.SIGALRM}})
+                ctypes.CDLL(None).sleep(3600)
+            return fake_outcome()
+        sweep.run("demo", grid(4), hangs, device="cpu", progress=False, deadline=sweep.Deadline.after(0.2))
+    """)
+    proc = subprocess.Popen([sys.executable, "-c", script], stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                            text=True, env={**os.environ, "LSTMSTUDY_RESULTS": str(results_root)})
+    assert proc.stdout.readline().strip() == "hanging"
+    time.sleep(0.5)  # past its time and the traceback's delay
+    assert results.store_cut_off("demo", HW) == 0  # its process lives: the group may still finish
+    assert len(list((results_root / "demo").glob(f".{HW}.running-*.rows"))) == 1
+    proc.send_signal(signal.SIGKILL)
+    _, stderr = proc.communicate()
+    assert "most recent call first" in stderr and "in hangs" in stderr
+    report = sweep.run("demo", grid(4), lambda p, d: fake_outcome(), device="cpu", progress=False)
+    assert (report.cut_off, report.already_stored, report.measured) == (1, 2, 1)
+    assert "1 stored as errors: an earlier call was killed measuring them" in str(report)
+    stored = results.load("demo", latest=False).set_index("batch")
+    assert stored.status.to_dict() == {1: "ok", 2: "ok", 3: "error", 4: "ok"}
+    assert stored.error[3].startswith("CutOff: the call that measured this group (from 20")
+    assert not list((results_root / "demo").glob(".*.rows"))
+    again = sweep.run("demo", grid(4), lambda p, d: fake_outcome(), device="cpu", progress=False)
+    assert (again.cut_off, again.errors_not_retried, again.measured) == (0, 1, 0)
+
+
+def test_a_group_left_by_an_exception_leaves_no_cut_off_rows(results_root):
+    """Ctrl-C or an error the sweep does not catch: the process lived to see it, so the group is simply measured
+    again by the next call, not stored as cut off."""
+    def interrupted(point, device):
+        assert len(list((results_root / "demo").glob(f".{HW}.running-*.rows"))) == 1  # while it runs
+        raise KeyboardInterrupt
+
+    with pytest.raises(KeyboardInterrupt):
+        sweep.run("demo", grid(2), interrupted, device="cpu", progress=False)
+    assert not [p for p in (results_root / "demo").glob(".*") if not p.name.endswith(".lock")]
+    report = sweep.run("demo", grid(2), lambda p, d: fake_outcome(), device="cpu", progress=False)
+    assert (report.cut_off, report.measured) == (0, 2)
+
+
+def test_cut_off_rows_brought_back_after_they_were_stored_are_not_stored_twice(results_root):
+    """A marker unpacked again over a checkout whose set already holds its rows (the GPU node's round trip)."""
+    point = grid(1)[0]
+    row = sweep.make_row("demo", point, torch.device("cpu"), fingerprint("cpu"), status="error", error="CutOff: x")
+    results.append("demo", HW, [row])
+    (results_root / "demo" / f".{HW}.running-1.rows").write_text(json.dumps([row]))
+    assert results.store_cut_off("demo", HW) == 0
+    assert len(results.load("demo", latest=False)) == 1 and not list((results_root / "demo").glob(".*.rows"))
+
+
+def test_the_alarm_fires_again_where_a_library_swallowed_it(results_root, monkeypatch):
+    monkeypatch.setattr(sweep, "REARM_S", 0.05)
+    swallowed = []
+
+    def prepare(point, device):
+        end = time.monotonic() + 5
+        while time.monotonic() < end:
+            try:
+                time.sleep(0.01)
+            except sweep.DeadlineReached:  # a library's `except BaseException: pass`
+                if swallowed:
+                    raise
+                swallowed.append(point.shape.batch)
+        return fake_outcome()
+
+    deadline = sweep.Deadline.after(60)
+    deadline.record(0.01)  # not a call's first group: it must end by the deadline
+    deadline.at = time.monotonic() + 0.1
+    start = time.monotonic()
+    report = sweep.run("demo", grid(1), prepare, device="cpu", progress=False, deadline=deadline)
+    assert time.monotonic() - start < 2 and swallowed == [1] and report.left == 1

@@ -14,9 +14,12 @@ holds, above 1 when the fallback costs more energy than its time explains, below
 How one group is measured (a shape and a phase: every kernel at every precision, and an idle point),
 on an NVIDIA GPU only, through the sweep's `Prepare` contract (`prepare_point`, timed in `window_rounds`):
 
-1. the rounds' warm-up call of each kernel warms it up and times it (`timing.measure`); from that median,
-   its window is sized to N steps lasting at least `window_s` (>= `MIN_WINDOW_S`: ten periods of NVML's
-   ~100 ms energy counter, see `nvml.MIN_ENERGY_WINDOW_S`);
+1. the rounds' warm-up call of each kernel warms it up and times it (`timing.measure`); a short trial of
+   a window's own loop, about `SIZING_TRIAL_SHARE` of it long by that median, then gives its wall time per
+   step on the host (`nvml.host_step_s`), which sizes the window to N steps lasting at least `window_s`
+   (>= `MIN_WINDOW_S`: ten periods of NVML's ~100 ms energy counter, see `nvml.MIN_ENERGY_WINDOW_S`).
+   Wall time, because a window lasts the steps' launches and syncs too, which the CUDA-event median
+   leaves out: sized from that median, windows of sub-millisecond steps lasted 1.3-2x the plan;
 2. then `windows` rounds (5 by default) each run one window of every point of the group, in a shuffled
    order, as the other claims' timing rounds do, so that drift (temperature, clocks) hits every kernel
    and the idle baseline alike. A kernel's window is N synced, individually timed steps inside a
@@ -74,6 +77,7 @@ from lstmstudy.nvml import (
     GpuMeasurement,
     GpuMonitor,
     energy_window,
+    host_step_s,
     idle_window,
     nvml_available,
     nvml_index,
@@ -101,6 +105,8 @@ STATEMENT = ("Energy per sequence (the paper's future work): a fallback kernel c
 SEED_FIGURE = "not measured (the paper's future work)"
 #: the shortest energy window: ten periods of the energy counter, and at least a second
 MIN_WINDOW_S = max(1.0, MIN_ENERGY_WINDOW_S)
+#: the host-timed trial that sizes a kernel's window lasts about this share of the window
+SIZING_TRIAL_SHARE = 0.1
 #: windows per point by default, in a quick run, and at least, for a configuration to be judged
 WINDOWS, QUICK_WINDOWS, MIN_JUDGED_WINDOWS = 5, 3, 3
 #: the proportional band of S: 1/1.25 to 1.25, symmetric on a log scale
@@ -237,7 +243,8 @@ def _window_detail(windows: Sequence[GpuMeasurement]) -> dict[str, object]:
 @dataclass
 class KernelWindows:
     """A kernel point's step in its group's rounds: the first call (the rounds' warm-up) warms the kernel up
-    and sizes its window; every later call runs one energy window of `n` steps and keeps it."""
+    and sizes its window from the host's wall time per step; every later call runs one energy window of
+    `n` steps and keeps it."""
 
     k: Built
     sync: Sync | None
@@ -249,7 +256,9 @@ class KernelWindows:
 
     def __call__(self) -> None:
         if not self.n:
-            self.n = repetitions(time_call(self.k.step, sync=self.sync, **self.timing).median, self.window_s)
+            median = time_call(self.k.step, sync=self.sync, **self.timing).median  # warms the kernel up
+            trial = repetitions(median, SIZING_TRIAL_SHARE * self.window_s)
+            self.n = repetitions(host_step_s(self.k.step, self.sync, trial), self.window_s)
             return
         with self.open_monitor() as monitor:
             steps, window = energy_window(self.k.step, self.sync, monitor, n=self.n, window_s=self.window_s)
@@ -302,7 +311,7 @@ def prepare_point(point: sweep.Point, device: torch.device, *, timing: dict,
                   ) -> sweep.Prepared:
     """This claim's `prepare` (`sweep.Prepare`): the point's windows as the step its group's rounds call.
 
-    `timing` is `timing.measure`'s options for the warm-up that sizes a kernel's window; each window opens
+    `timing` is `timing.measure`'s options for the warm-up before a kernel's window is sized; each window opens
     its own monitor (`monitor_factory(device, sync)`), so nothing stays open when a point fails.
     """
     if reason := unavailable_reason(device):

@@ -2,8 +2,11 @@
 
 A subprocess rather than `torch.multiprocessing` in this process: the workers start clean (no TensorFlow a
 notebook kernel may have imported, `OMP_NUM_THREADS=1` for gloo on a CPU, a free port from torchrun's
-standalone rendezvous), and a run that hangs is killed whole after `timeout_s`. A failed run is one line,
-`WorkerFailed`: the first worker's own error where one wrote it, else the end of torchrun's output.
+standalone rendezvous), and a run that hangs is killed whole after `timeout_s`. torchrun runs in a session of
+its own, so that it and its workers can be killed together; the signal a command's time limit sends
+(SIGTERM) does not reach them there, so this process kills them on every way out, that one included. A
+failed run is one line, `WorkerFailed`: the first worker's own error where one wrote it, else the end of
+torchrun's output.
 """
 
 from __future__ import annotations
@@ -16,6 +19,8 @@ import subprocess
 import sys
 import tempfile
 import threading
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 
 from tqdm.auto import tqdm
@@ -47,26 +52,48 @@ def run(spec: dict, processes: int, *, timeout_s: float, progress: bool = True, 
         env = dict(os.environ)
         if spec["device_kind"] == "cpu":
             env["OMP_NUM_THREADS"] = "1"  # processes share the cores; one thread each, stated in the fingerprint
-        proc = subprocess.Popen(torchrun_command(processes, spec_path), stdout=subprocess.PIPE,
-                                stderr=subprocess.STDOUT, text=True, env=env, start_new_session=True)
         tail: collections.deque[str] = collections.deque(maxlen=40)
         bar = terminal.progress(total=spec["warmup"] + spec["rounds"], desc=desc, unit="round", disable=not progress)
-        reader = threading.Thread(target=_read, args=(proc, tail, bar), daemon=True)
-        reader.start()
-        try:
-            code = proc.wait(timeout=timeout_s)
-        except subprocess.TimeoutExpired:
-            os.killpg(proc.pid, signal.SIGKILL)
-            proc.wait()
-            raise TimedOut(f"the {processes}-process run passed its time limit of {timeout_s:.0f} s and was "
-                           f"stopped") from None
-        finally:
-            reader.join(timeout=5)
-            bar.close()
+        reader = None
+        with _terminated_as_exit():  # before torchrun starts: from then on, no way out leaves it running
+            proc = subprocess.Popen(torchrun_command(processes, spec_path), stdout=subprocess.PIPE,
+                                    stderr=subprocess.STDOUT, text=True, env=env, start_new_session=True)
+            try:
+                reader = threading.Thread(target=_read, args=(proc, tail, bar), daemon=True)
+                reader.start()
+                code = proc.wait(timeout=timeout_s)
+            except subprocess.TimeoutExpired:
+                raise TimedOut(f"the {processes}-process run passed its time limit of {timeout_s:.0f} s and was "
+                               f"stopped") from None
+            finally:
+                if proc.poll() is None:  # a time limit, Ctrl-C, SIGTERM, an error: never leave the workers running
+                    os.killpg(proc.pid, signal.SIGKILL)
+                    proc.wait()
+                if reader is not None:
+                    reader.join(timeout=5)
+                bar.close()
         result = folder / "result.json"
         if code != 0 or not result.exists():
             raise WorkerFailed(f"the {processes}-process run failed (exit status {code}): {_first_error(folder, tail)}")
         return json.loads(result.read_text())
+
+
+@contextmanager
+def _terminated_as_exit() -> Iterator[None]:
+    """While the block runs, SIGTERM (a command's time limit) raises SystemExit instead of ending the process at
+    once, so that `run`'s `finally` still kills the workers (main thread only: signals go there)."""
+    if threading.current_thread() is not threading.main_thread():
+        yield
+        return
+
+    def exit_(signum: int, frame: object) -> None:
+        raise SystemExit(128 + signum)
+
+    previous = signal.signal(signal.SIGTERM, exit_)
+    try:
+        yield
+    finally:
+        signal.signal(signal.SIGTERM, previous)
 
 
 def _read(proc: subprocess.Popen, tail: collections.deque, bar: tqdm) -> None:
