@@ -114,7 +114,10 @@ case "$1" in
         status=$?
         if [ "${2:-}" = measure ]; then
             shift 2
-            if [ "$status" = 3 ] || [ "$status" = 124 ] || [ "$status" = 137 ]; then
+            if [ "$status" = 124 ] || [ "$status" = 137 ]; then
+                echo "check: stopped after ${LSTMSTUDY_CHECK_S:-180} s (LSTMSTUDY_CHECK_S): measure not started" >&2
+                exit 1
+            elif [ "$status" = 3 ]; then
                 echo "check: the GPU is not ready to measure (see above): measure not started" >&2
                 exit 1
             fi

@@ -218,8 +218,9 @@ def test_the_gpu_node_script_names_what_is_missing_in_one_line(tmp_path):
     assert done.returncode != 0 and "set LSTMSTUDY_HOST" in done.stderr and len(done.stderr.splitlines()) == 1
     done, _ = _gpu_node(tmp_path, "sweep")
     assert done.returncode == 2 and done.stderr.startswith("usage: bash scripts/gpu-node.sh check | measure")
-    done, _ = _gpu_node(tmp_path, "check", "measure", "60")  # no GPU here: the check fails, nothing is measured
-    assert done.returncode == 1 and done.stderr.rstrip().endswith("measure not started"), done.stderr[-2000:]
+    done, _ = _gpu_node(tmp_path, "check", "measure", "60", LSTMSTUDY_CHECK_S="1")  # a check that overruns
+    assert done.returncode == 1 and done.stderr.rstrip().endswith(
+        "check: stopped after 1 s (LSTMSTUDY_CHECK_S): measure not started"), done.stderr[-2000:]
     assert not (tmp_path / "checkout" / "results").exists()
 
 
