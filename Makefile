@@ -8,6 +8,11 @@
 #   make wheelhouse  download into wheelhouse/ the wheels an offline GPU node lacks to run
 #                    `lstmstudy measure` (keras, namex, optree; CPython 3.12, manylinux x86_64 by default)
 
+# Bytecode is written (into git-ignored __pycache__/ folders): where PYTHONDONTWRITEBYTECODE is set (this project's
+# CI) every process the suite and the book start would compile the package again, and pytest would rewrite every
+# test module again in each worker (6 s a worker).
+unexport PYTHONDONTWRITEBYTECODE
+
 PYTHON ?= python3
 VENV ?= .venv
 BIN := $(VENV)/bin

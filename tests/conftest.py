@@ -84,6 +84,14 @@ def built_book(request, tmp_path_factory) -> BuiltBook:
     return once_per_run(request.config, tmp_path_factory, "built_book", build)
 
 
+@pytest.fixture(scope="session")
+def ledger_table(request, tmp_path_factory):
+    """`ledger.table()` of the committed results (every verdict of every stored set), computed once per test run."""
+    from lstmstudy import ledger
+
+    return once_per_run(request.config, tmp_path_factory, "ledger_table", ledger.table)
+
+
 #: what `lstmstudy measure` must never import: a GPU node has none of them
 NOT_ON_A_GPU_NODE = ("papermill", "nbformat", "IPython", "myst_nb", "jupyter_book", "tensorflow")
 BLOCKER = """

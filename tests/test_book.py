@@ -82,11 +82,11 @@ def test_the_ledger_links_every_claim_page(built_book):
     assert {f"claims/{page.rsplit('/', 1)[1]}.html" for page in registered} <= links
 
 
-def test_the_landing_page_names_the_result_sets_the_conclusions_rest_on(built_book):
+def test_the_landing_page_names_the_result_sets_the_conclusions_rest_on(built_book, ledger_table):
     from lstmstudy import ledger
 
     built_book.check()
-    sources = ledger.data_sources(ledger.table())
+    sources = ledger.data_sources(ledger_table)
     for page in ("book/intro.html", "book/conclusions.html"):
         text = " ".join(Page.parse((built_book.html / page).read_text()).visible_text.split())
         assert sources in text, page

@@ -177,20 +177,26 @@ def test_a_group_hung_in_native_code_is_killed_packed_and_gone_past_by_the_next_
     before the call's limit, with the results packed; the second call stores the hung group as error rows and
     measures the rest, with no row twice."""
     import io
+    import shutil
     import tarfile
     import time
 
-    site, flag, limit = tmp_path / "site", tmp_path / "hang", 48
+    site, flag = tmp_path / "site", tmp_path / "hang"
     site.mkdir()
     (site / "sitecustomize.py").write_text(HANG)
-    flag.write_text("armed")
-    older = tmp_path / "checkout" / "results" / "energy" / "cuda-earlier.csv"  # what an earlier call brought back
-    older.parent.mkdir(parents=True)
-    older.write_text("claim\n")
     args = ("measure", "60", "--device", "cpu", "--quick", "--claims", "01", "--no-progress")
-    env = {"LSTMSTUDY_SITE": str(site), "REHEARSAL_HANG": str(flag), "LSTMSTUDY_CALL_LIMIT": str(limit)}
-    start = time.monotonic()
-    done, out = _gpu_node(tmp_path, *args, **env)
+    # a loaded machine may not reach the hang before the shorter limit's backstop: then the longer one
+    for limit in (48, 96):
+        shutil.rmtree(tmp_path / "checkout" / "results", ignore_errors=True)
+        older = tmp_path / "checkout" / "results" / "energy" / "cuda-earlier.csv"  # brought back by an earlier call
+        older.parent.mkdir(parents=True)
+        older.write_text("claim\n")
+        flag.write_text("armed")
+        env = {"LSTMSTUDY_SITE": str(site), "REHEARSAL_HANG": str(flag), "LSTMSTUDY_CALL_LIMIT": str(limit)}
+        start = time.monotonic()
+        done, out = _gpu_node(tmp_path, *args, **env)
+        if flag.read_text() == "hanging":
+            break
     assert time.monotonic() - start < limit and flag.read_text() == "hanging"
     assert done.returncode == 124, done.stdout[-2000:] + done.stderr[-2000:]  # the backstop's timeout
     with tarfile.open(out / "results.tgz") as packed:
