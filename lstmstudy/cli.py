@@ -1,9 +1,10 @@
-"""`lstmstudy env | measure | reproduce | book | explain`: the study's command line.
+"""`lstmstudy env | measure | reproduce | book | explain | published`: the study's command line.
 
 `measure` only measures: it imports no papermill, Jupyter, IPython or TensorFlow, so it runs on a GPU node
 that has PyTorch and little else. `reproduce` measures through the notebooks and renders them; `book`
 only renders. `explain` says which recurrent layers of a saved Keras model would miss cuDNN on a GPU, and
-what claim 1 measured that to cost. User mistakes (an unknown claim, `--device cuda` without a GPU, a
+what claim 1 measured that to cost. `published` derives the tables of what others published (`lstmstudy.published`)
+from their raw copies again. User mistakes (an unknown claim, `--device cuda` without a GPU, a
 corrupt results file, a file that is not a Keras model) end with one line on stderr and exit status 2,
 never a traceback.
 """
@@ -178,6 +179,21 @@ def cmd_explain(args: argparse.Namespace) -> int:
     return 0
 
 
+def cmd_published(args: argparse.Namespace) -> int:
+    from lstmstudy import published
+
+    if not args.check:
+        for path in published.write():
+            print(f"wrote {path}")
+        return 0
+    stale = [name for name, text in published.rendered().items()
+             if not (published.SOURCES_DIR / name).exists()
+             or (published.SOURCES_DIR / name).read_text(encoding="utf-8") != text]
+    for name in stale:
+        print(f"lstmstudy/sources/{name} differs from what the raw files derive: run `lstmstudy published`")
+    return 1 if stale else 0
+
+
 def cmd_book(args: argparse.Namespace) -> int:
     if missing := missing_pages():
         raise StudyError(f"{len(missing)} page(s) of the book are not rendered yet ({', '.join(missing)}): "
@@ -237,6 +253,11 @@ def parser() -> argparse.ArgumentParser:
     exp.add_argument("--json", action="store_true", help="print JSON")
     exp.add_argument("--results-dir", type=Path, help="results root (default: $LSTMSTUDY_RESULTS or results/)")
     exp.set_defaults(func=cmd_explain)
+
+    pub = sub.add_parser("published", help="derive the tables of LSTM measurements others published, with their "
+                                           "provenance, from the raw copies in lstmstudy/sources/raw")
+    pub.add_argument("--check", action="store_true", help="write nothing; exit 1 if a stored table differs")
+    pub.set_defaults(func=cmd_published)
 
     book = sub.add_parser("book", help="build the HTML book into _build/html")
     book.add_argument("--no-strict", action="store_true", help="do not treat Sphinx warnings as errors")

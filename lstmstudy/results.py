@@ -16,6 +16,7 @@ stores them as error rows (`store_cut_off`), so that it goes past the group inst
 
 from __future__ import annotations
 
+import contextlib
 import csv
 import hashlib
 import io
@@ -275,7 +276,13 @@ def store_cut_off(claim: str, hardware_id: str, root: Path | None = None) -> int
             except BlockingIOError:  # its process is alive, still measuring that group
                 continue
             try:
-                rows = json.loads(marker.read_text(encoding="utf-8"))
+                if os.stat(marker).st_ino != os.fstat(fd).st_ino:  # taken back meanwhile, the name used again
+                    continue
+            except FileNotFoundError:
+                continue
+            try:
+                with os.fdopen(os.dup(fd), encoding="utf-8") as handle:
+                    rows = json.loads(handle.read())
             except (json.JSONDecodeError, UnicodeDecodeError) as exc:
                 raise ResultsCorrupt(f"{marker}: not the rows of a cut-off group ({exc})") from None
             known = {row_key(row) for row in read_rows(set_path(claim, hardware_id, root))}
@@ -283,7 +290,9 @@ def store_cut_off(claim: str, hardware_id: str, root: Path | None = None) -> int
             if new:
                 append(claim, hardware_id, new, root)
                 stored += len(new)
-            marker.unlink(missing_ok=True)
+            with contextlib.suppress(FileNotFoundError):
+                if os.stat(marker).st_ino == os.fstat(fd).st_ino:  # not a later group's marker under the same name
+                    marker.unlink()
         finally:
             os.close(fd)
     return stored

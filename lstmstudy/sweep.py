@@ -112,9 +112,11 @@ def is_fatal_cuda_error(exc: BaseException) -> bool:
 #: a cold compile of the T=100 training step took 69 s on a 2-core CPU
 SLOW_POINT_S = 120.0
 #: after a group's time is up, the alarm fires again this often (a handler delayed by native code, or an
-#: exception a library swallowed), and once, this long after, every thread's traceback goes to stderr: a
-#: group hung in native code cannot be interrupted, but the log shows where it hung
-REARM_S = 5.0
+#: exception a library swallowed), though not in the first `UNWIND_S` after it raised (the group's clean-up
+#: as the exception unwinds: a profiler's flush, a monitor's join); and once, `HANG_TRACEBACK_S` after, every
+#: thread's traceback goes to fd 2 (`lstmstudy measure`: its native log): a group hung in native code cannot
+#: be interrupted, but the log shows where it hung
+REARM_S, UNWIND_S = 5.0, 30.0
 HANG_TRACEBACK_S = 30.0
 #: the error of each point of a group whose process was killed before it finished (`results.running`)
 CUT_OFF = ("CutOff: the call that measured this group (from {started}) was killed before the group finished: "
@@ -183,15 +185,17 @@ class Deadline:
         (`ends_next_group`; SIGALRM, re-armed every `REARM_S`: without a deadline, or off the main thread,
         where signals cannot be caught, it does nothing). A Python loop is stopped at its next bytecode; a
         single native call (one cuDNN kernel, a compile's subprocess) is let finish first, and one that never
-        returns gets every thread's traceback written to stderr `HANG_TRACEBACK_S` later. Not nested."""
+        returns gets every thread's traceback written to fd 2 `HANG_TRACEBACK_S` later. Not nested."""
         ends = self.ends_next_group()
         if ends is None or threading.current_thread() is not threading.main_thread():
             yield
             return
-        armed, allowed = True, ends - time.monotonic()
+        armed, allowed, raised = True, ends - time.monotonic(), None
 
         def interrupt(signum: int, frame: object) -> None:
-            if armed:
+            nonlocal raised
+            if armed and (raised is None or time.monotonic() - raised >= UNWIND_S):
+                raised = time.monotonic()
                 raise DeadlineReached(f"it ran past the {allowed:.0f} s it could have")
 
         previous = signal.signal(signal.SIGALRM, interrupt)
@@ -346,7 +350,9 @@ def run(claim: str, points: Iterable[Point], prepare: Prepare, plan: Rounds = Ro
             started = datetime.now(timezone.utc).isoformat(timespec="seconds")
             cut_off = [make_row(claim, point, dev, fp, status="error", error=CUT_OFF.format(started=started),
                                 conditions=conditions) for point in group]
-            with results.running(claim, fp.hardware_id, cut_off, root):
+            # a SIGTERM (a time limit reached while the group runs in Python) takes the rows back: only a process
+            # that cannot answer it, hung in native code until the SIGKILL after, leaves them
+            with terminal.sigterm_as_exit(), results.running(claim, fp.hardware_id, cut_off, root):
                 rows, unusable = [], None
                 first, outcomes = deadline.started == 0, None
                 try:

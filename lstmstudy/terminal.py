@@ -5,12 +5,17 @@ TensorFlow and its CUDA probe, and the PyTorch profiler (its "USDT ... profiler_
 C++ straight to file descriptor 2, past any Python setting (TF_CPP_MIN_LOG_LEVEL no longer holds them
 back), and notebook kernels started by papermill inherit that descriptor. Python-level warnings and errors
 are untouched, so what a reader must see still reaches the page or the terminal.
+
+A command's time limit ends it with SIGTERM, which by default kills Python on the spot; `sigterm_as_exit`
+turns it into SystemExit for a block, so that the block's clean-up still runs.
 """
 
 from __future__ import annotations
 
 import os
+import signal
 import sys
+import threading
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
@@ -87,3 +92,22 @@ def bar_options() -> dict[str, object]:
 def progress(**options: object) -> tqdm:
     """A tqdm bar on stderr with `bar_options`, so that `make book > log` and CI keep a log a person can read."""
     return tqdm(**{**bar_options(), **options})
+
+
+@contextmanager
+def sigterm_as_exit() -> Iterator[None]:
+    """While the block runs, SIGTERM raises SystemExit(143) instead of ending the process at once, so that its
+    `finally` clauses run (main thread only, where signals are handled; a call that never returns to Python,
+    a hang in native code, is still ended by the SIGKILL that follows)."""
+    if threading.current_thread() is not threading.main_thread():
+        yield
+        return
+
+    def exit_(signum: int, frame: object) -> None:
+        raise SystemExit(128 + signum)
+
+    previous = signal.signal(signal.SIGTERM, exit_)
+    try:
+        yield
+    finally:
+        signal.signal(signal.SIGTERM, previous)

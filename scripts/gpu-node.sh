@@ -7,11 +7,13 @@
 #   bash scripts/gpu-node.sh measure SECONDS [ARGS]  `lstmstudy measure --device cuda` of every claim, the most
 #                                                   telling first (the GPU issue's order), until the deadline
 #                                                   (ARGS are passed on and win); the next call resumes
-#   bash scripts/gpu-node.sh check measure SECONDS [ARGS]   both in one call, measuring only if the check passed
+#   bash scripts/gpu-node.sh check measure SECONDS [ARGS]   both in one call; measuring is not started where the
+#                                                   GPU is not ready (the smoke check failed) or the check overran
 #
-# The device tool kills a command after $LSTMSTUDY_CALL_LIMIT seconds (default 600), counted from this script's
-# start: `lstmstudy measure` is stopped $PACK_S seconds before that, whatever its deadline, so that the results
-# are always packed; a group hung in native code is then stored as an error by the next call.
+# The device tool kills a command after its limit: set $LSTMSTUDY_CALL_LIMIT to it (default 600 s), counted from
+# this script's start. The deadline is shortened to end 15 s before `lstmstudy measure` is stopped, $PACK_S seconds
+# before that limit (SIGTERM, then SIGKILL 5 s later), so that the results are always packed; a group stopped
+# there is measured again by the next call, one hung in native code (deaf to SIGTERM) is stored as an error.
 #
 # Needs LSTMSTUDY_HOST (a stable name: the node may be renamed at boot) and LSTMSTUDY_GIT_COMMIT (the copy has
 # no .git). Where $OUT is set (the device tool's folder that comes back), the result files this call wrote
@@ -97,9 +99,13 @@ measure() {
     seconds=${1:?measure needs a deadline in seconds, e.g. 480}
     shift
     left=$(( LIMIT - SECONDS - PACK_S ))
-    if [ "$left" -lt 15 ]; then
+    if [ "$left" -lt 20 ]; then
         echo "measure: only ${left} s of this ${LIMIT} s call left: not started" >&2
         return 1
+    fi
+    if [ "${seconds%.*}" -gt $(( left - 15 )) ]; then
+        seconds=$(( left - 15 ))
+        echo "measure: the deadline is shortened to ${seconds} s: this ${LIMIT} s call has ${left} s left for it"
     fi
     # the deadline stops it between groups and interrupts a group still running (a call's first group gets the
     # whole deadline, and at least 120 s, from its own start); the backstop stops it before the call's limit
@@ -123,7 +129,7 @@ case "$1" in
             fi
             measure "$@"
             measured=$?
-            exit $(( status || measured ))
+            exit $(( measured ? measured : status ))  # a backstop's 124 or 137 stays visible
         fi
         exit $status
         ;;

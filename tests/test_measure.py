@@ -133,7 +133,7 @@ def _gpu_node(tmp_path, *args: str, **env: str):
     copy, out = tmp_path / "checkout", tmp_path / "out"
     if not (copy / "scripts").exists():  # a second call runs in the same copy
         (copy / "scripts").mkdir(parents=True)
-        out.mkdir()
+        out.mkdir(exist_ok=True)
         shutil.copy(ROOT / "scripts" / "gpu-node.sh", copy / "scripts")
         (copy / "lstmstudy").symlink_to(ROOT / "lstmstudy")
     env = {**os.environ, "PYTHON": sys.executable, "OUT": str(out), "LSTMSTUDY_RESULTS": str(copy / "results"),
@@ -146,7 +146,7 @@ def _gpu_node(tmp_path, *args: str, **env: str):
 
 #: Installed as the node's `sitecustomize` for the rehearsal: in `lstmstudy measure`, the second group of points
 #: hangs in native code while the flag file says "armed", as a group blocked in NCCL, a CUPTI flush or cuDNN would:
-#: SIGALRM is masked, so no Python handler runs, and libc's sleep never returns to the interpreter.
+#: SIGALRM and SIGTERM are masked, so no Python handler runs, and libc's sleep never returns to the interpreter.
 HANG = """
 import os
 import sys
@@ -164,7 +164,7 @@ if "lstmstudy.cli" in sys.orig_argv and "measure" in sys.orig_argv:
         seen.append(points)
         if len(seen) == 2 and flag.read_text() == "armed":
             flag.write_text("hanging")
-            signal.pthread_sigmask(signal.SIG_BLOCK, {signal.SIGALRM})
+            signal.pthread_sigmask(signal.SIG_BLOCK, {signal.SIGALRM, signal.SIGTERM})
             ctypes.CDLL(None).sleep(3600)
         return measure_group(points, *args)
 
@@ -173,9 +173,9 @@ if "lstmstudy.cli" in sys.orig_argv and "measure" in sys.orig_argv:
 
 
 def test_a_group_hung_in_native_code_is_killed_packed_and_gone_past_by_the_next_call(tmp_path):
-    """The GPU issue's rehearsal on the CPU: the first call hangs in its second group and the backstop kills it
-    before the call's limit, with the results packed; the second call stores the hung group as error rows and
-    measures the rest, with no row twice."""
+    """The GPU issue's rehearsal on the CPU: the first call hangs in its second group, deaf to SIGTERM, and the
+    backstop kills it before the call's limit, with the results packed; the second call stores the hung group as
+    error rows and measures the rest, with no row twice."""
     import io
     import shutil
     import tarfile
@@ -186,8 +186,10 @@ def test_a_group_hung_in_native_code_is_killed_packed_and_gone_past_by_the_next_
     (site / "sitecustomize.py").write_text(HANG)
     args = ("measure", "60", "--device", "cpu", "--quick", "--claims", "01", "--no-progress")
     # a loaded machine may not reach the hang before the shorter limit's backstop: then the longer one
-    for limit in (48, 96):
+    for limit in (56, 112):
         shutil.rmtree(tmp_path / "checkout" / "results", ignore_errors=True)
+        shutil.rmtree(tmp_path / "out", ignore_errors=True)
+        (tmp_path / "out").mkdir()
         older = tmp_path / "checkout" / "results" / "energy" / "cuda-earlier.csv"  # brought back by an earlier call
         older.parent.mkdir(parents=True)
         older.write_text("claim\n")
@@ -198,7 +200,7 @@ def test_a_group_hung_in_native_code_is_killed_packed_and_gone_past_by_the_next_
         if flag.read_text() == "hanging":
             break
     assert time.monotonic() - start < limit and flag.read_text() == "hanging"
-    assert done.returncode == 124, done.stdout[-2000:] + done.stderr[-2000:]  # the backstop's timeout
+    assert done.returncode == 137, done.stdout[-2000:] + done.stderr[-2000:]  # the backstop's SIGKILL
     with tarfile.open(out / "results.tgz") as packed:
         names = packed.getnames()
     assert all(n.startswith("results/cudnn_fallback/") for n in names), names  # this call's files, no others

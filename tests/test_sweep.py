@@ -401,6 +401,7 @@ def test_cut_off_rows_brought_back_after_they_were_stored_are_not_stored_twice(r
 
 def test_the_alarm_fires_again_where_a_library_swallowed_it(results_root, monkeypatch):
     monkeypatch.setattr(sweep, "REARM_S", 0.05)
+    monkeypatch.setattr(sweep, "UNWIND_S", 0.2)  # no second alarm while the first unwinds, then one
     swallowed = []
 
     def prepare(point, device):
@@ -420,3 +421,27 @@ def test_the_alarm_fires_again_where_a_library_swallowed_it(results_root, monkey
     start = time.monotonic()
     report = sweep.run("demo", grid(1), prepare, device="cpu", progress=False, deadline=deadline)
     assert time.monotonic() - start < 2 and swallowed == [1] and report.left == 1
+
+
+def test_a_group_stopped_by_sigterm_is_measured_again_not_stored_as_cut_off(results_root):
+    """A time limit's SIGTERM reaching a group that runs Python (slow, not hung) takes its rows back."""
+    script = textwrap.dedent(f"""
+        import sys, time
+        sys.path.insert(0, {os.getcwd()!r})
+        from lstmstudy import sweep
+        from tests.test_sweep import grid, fake_outcome
+        def slow(point, device):
+            if point.shape.batch == 2:
+                print("slow", flush=True)
+                time.sleep(600)
+            return fake_outcome()
+        sweep.run("demo", grid(3), slow, device="cpu", progress=False)
+    """)
+    proc = subprocess.Popen([sys.executable, "-c", script], stdout=subprocess.PIPE, text=True,
+                            env={**os.environ, "LSTMSTUDY_RESULTS": str(results_root)})
+    assert proc.stdout.readline().strip() == "slow"
+    proc.send_signal(signal.SIGTERM)
+    assert proc.wait(timeout=30) == 128 + signal.SIGTERM
+    assert not list((results_root / "demo").glob(".*.rows"))
+    report = sweep.run("demo", grid(3), lambda p, d: fake_outcome(), device="cpu", progress=False)
+    assert (report.cut_off, report.already_stored, report.measured) == (0, 1, 2)

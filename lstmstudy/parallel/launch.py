@@ -19,8 +19,6 @@ import subprocess
 import sys
 import tempfile
 import threading
-from collections.abc import Iterator
-from contextlib import contextmanager
 from pathlib import Path
 
 from tqdm.auto import tqdm
@@ -55,7 +53,7 @@ def run(spec: dict, processes: int, *, timeout_s: float, progress: bool = True, 
         tail: collections.deque[str] = collections.deque(maxlen=40)
         bar = terminal.progress(total=spec["warmup"] + spec["rounds"], desc=desc, unit="round", disable=not progress)
         reader = None
-        with _terminated_as_exit():  # before torchrun starts: from then on, no way out leaves it running
+        with terminal.sigterm_as_exit():  # before torchrun starts: from then on, no way out leaves it running
             proc = subprocess.Popen(torchrun_command(processes, spec_path), stdout=subprocess.PIPE,
                                     stderr=subprocess.STDOUT, text=True, env=env, start_new_session=True)
             try:
@@ -76,24 +74,6 @@ def run(spec: dict, processes: int, *, timeout_s: float, progress: bool = True, 
         if code != 0 or not result.exists():
             raise WorkerFailed(f"the {processes}-process run failed (exit status {code}): {_first_error(folder, tail)}")
         return json.loads(result.read_text())
-
-
-@contextmanager
-def _terminated_as_exit() -> Iterator[None]:
-    """While the block runs, SIGTERM (a command's time limit) raises SystemExit instead of ending the process at
-    once, so that `run`'s `finally` still kills the workers (main thread only: signals go there)."""
-    if threading.current_thread() is not threading.main_thread():
-        yield
-        return
-
-    def exit_(signum: int, frame: object) -> None:
-        raise SystemExit(128 + signum)
-
-    previous = signal.signal(signal.SIGTERM, exit_)
-    try:
-        yield
-    finally:
-        signal.signal(signal.SIGTERM, previous)
 
 
 def _read(proc: subprocess.Popen, tail: collections.deque, bar: tqdm) -> None:
