@@ -124,6 +124,8 @@ SOURCES = (DEEPBENCH, WOOLF_JULY, WOOLF_NOVEMBER)
 COLUMNS = {
     "deepbench_lstm": {
         "source": "the provenance file's key", "gpu": "the GPU, as the workbook's Specs sheet names it",
+        "card": "the GPU as the workbook's file name has it: one name for a card's training and inference "
+                "workbooks, whose Specs sheets name it differently",
         "cuda": "CUDA version (Specs)", "cudnn": "cuDNN version (Specs)",
         "phase": "train (training sheets) or inference (server inference sheets)",
         "precision": "fp32; fp16_mixed (16-bit inputs and multiplication, 32-bit accumulation); pseudo_fp16 "
@@ -194,7 +196,8 @@ def _deepbench_rows(path: Path) -> list[dict]:
                 if found:
                     break
                 continue
-            found.append({"gpu": specs["GPU Model"], "cuda": str(specs["CUDA Version"]),
+            found.append({"gpu": specs["GPU Model"], "card": path.stem.rsplit("_NV_", 1)[1],
+                          "cuda": str(specs["CUDA Version"]),
                           "cudnn": str(specs["Cudnn Version"]), "phase": phase, "precision": precision,
                           "sheet": sheet, **{name: r[j] for j, name in header.items()}})
         if not found:

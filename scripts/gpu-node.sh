@@ -38,7 +38,8 @@ STAMP=$(mktemp)  # what this call wrote is newer
 
 pack() {
     if [ -n "${OUT:-}" ] && [ -d "$RESULTS" ]; then
-        (cd "$(dirname "$RESULTS")" && find "$(basename "$RESULTS")" -type f -newer "$STAMP" \( -name "*.csv" -o -name "*.json" -o -name ".*.rows" \)) > "$STAMP.list"
+        (cd "$(dirname "$RESULTS")" && find "$(basename "$RESULTS")" -type f -newer "$STAMP" \
+            \( -name "*.csv" -o -name "*.json" -o -name ".*.rows" \)) > "$STAMP.list"
         if [ -s "$STAMP.list" ]; then
             tar czf "$OUT/results.tgz" -C "$(dirname "$RESULTS")" -T "$STAMP.list"
             echo "packed $(wc -l < "$STAMP.list") result files this call wrote into $OUT/results.tgz"
@@ -53,7 +54,7 @@ pack() {
 }
 trap pack EXIT
 
-usage="usage: bash scripts/gpu-node.sh check | measure SECONDS [lstmstudy measure arguments] | check measure SECONDS [...]"
+usage="usage: bash scripts/gpu-node.sh check | measure SECONDS [lstmstudy measure arguments] | check measure SECONDS"
 case "${1:-}" in
     check | measure) ;;
     *) echo "$usage" >&2; exit 2 ;;

@@ -63,9 +63,12 @@ def test_the_tables_hold_what_the_sources_published():
     assert deepbench.loc[("NVIDIA V100", "fp16_mixed", 512, 16, 25), "total_ms"] == 1.411
     pseudo = deepbench.loc[("NVIDIA Tesla P100", "pseudo_fp16", 512, 16, 25)]
     assert (pseudo.forward_ms, pseudo.backward_ms) == (1.371, 1.272) and pseudo.total_ms != pseudo.total_ms
-    sizes = deepbench.reset_index().groupby(["gpu", "phase", "precision"]).size()
+    sizes = deepbench.reset_index().groupby(["card", "phase", "precision"]).size()
     assert set(sizes[sizes.index.get_level_values("phase") == "train"]) == {22}  # every LSTM row, no GRU row
     assert set(sizes[sizes.index.get_level_values("phase") == "inference"]) == {15}
+    trained = set(sizes.index.get_level_values("card")[sizes.index.get_level_values("phase") == "train"])
+    assert {"V100", "P100", "1080Ti", "TitanXp", "TitanX_Pascal", "TitanX", "M40"} == trained
+    assert set(deepbench.reset_index().query("phase == 'inference'").card) == {"1080Ti", "TitanXp", "TitanX_Pascal"}
     woolf = published.load("woolf_imdb_bilstm")
     k80 = woolf[(woolf.source == "woolf-2017-11") & (woolf.run == "k80") & (woolf.backend == "tensorflow")]
     assert set(k80.lstm_kernel) == {"cudnn"} and k80.epoch_s.round(2).tolist()[:2] == [45.44, 42.78]
