@@ -103,8 +103,10 @@ def checks(device: torch.device) -> Iterator[Check]:
         for precision in ("fp32", "fp16", "bf16"):
             bf16_unsupported = precision == "bf16" and not bf16_cudnn_supported()
             found = _kernel("keras.cudnn_auto", device, precision, None if bf16_unsupported else "cudnn")
-            yield found if precision == "fp32" or found.ok is not False else replace(
-                found, value=f"{found.value} (not cuDNN: Keras's rows at {precision} will say so)", ok=None)
+            if precision != "fp32" and found.ok is False:
+                found = replace(found, value=f"{found.value} (not cuDNN: Keras's rows at {precision} will say so)",
+                                ok=None)
+            yield found
     elif backend:
         yield _kernel("keras.cudnn_auto", device, "fp32", None)
     if device.type == "cuda":

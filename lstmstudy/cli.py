@@ -186,9 +186,7 @@ def cmd_published(args: argparse.Namespace) -> int:
         for path in published.write():
             print(f"wrote {path}")
         return 0
-    stale = [name for name, text in published.rendered().items()
-             if not (published.SOURCES_DIR / name).exists()
-             or (published.SOURCES_DIR / name).read_text(encoding="utf-8") != text]
+    stale = published.stale()
     for name in stale:
         print(f"lstmstudy/sources/{name} differs from what the raw files derive: run `lstmstudy published`")
     return 1 if stale else 0

@@ -186,13 +186,14 @@ def _deepbench_rows(path: Path) -> list[dict]:
         else:
             raise SourceChanged(f"{path}: sheet {sheet!r} does not say its RNNs run in single precision")
         start = next(i for i, r in enumerate(cells) if str(r[0] or "").startswith("Recurrent Layers - LSTM"))
-        header = {j: HEADERS[re.sub(r"\s+", " ", str(c)).strip().lower()] for j, c in enumerate(cells[start])
-                  if c and re.sub(r"\s+", " ", str(c)).strip().lower() in HEADERS}
+        named = {j: re.sub(r"\s+", " ", str(c)).strip().lower() for j, c in enumerate(cells[start]) if c}
+        header = {j: HEADERS[text] for j, text in named.items() if text in HEADERS}
+        hidden = next(j for j, name in header.items() if name == "hidden")
         found = []
         for r in cells[start + 1:]:
             if isinstance(r[0], str):  # the next section's header
                 break
-            if r[_column(header, "hidden")] is None:  # a blank row: the section ends after its rows
+            if r[hidden] is None:  # a blank row: the section ends after its rows
                 if found:
                     break
                 continue
@@ -204,10 +205,6 @@ def _deepbench_rows(path: Path) -> list[dict]:
             raise SourceChanged(f"{path}: sheet {sheet!r} has no LSTM rows")
         rows += found
     return rows
-
-
-def _column(header: dict[int, str], name: str) -> int:
-    return next(j for j, n in header.items() if n == name)
 
 
 def _woolf_rows(source: Source, file: RawFile, path: Path) -> list[dict]:
@@ -254,6 +251,13 @@ def rendered(raw: Path = RAW_DIR) -> dict[str, str]:
     out = {f"{name}.csv": frame.to_csv(index=False, lineterminator="\n") for name, frame in derive(raw).items()}
     out |= {f"{s.key}.json": json.dumps(provenance(s), indent=2) + "\n" for s in SOURCES}
     return out
+
+
+def stale(folder: Path | None = None) -> list[str]:
+    """The derived files under `folder` (default `SOURCES_DIR`) missing or differing from what `raw/` derives."""
+    folder = folder or SOURCES_DIR
+    return [name for name, text in rendered().items()
+            if not (folder / name).exists() or (folder / name).read_text(encoding="utf-8") != text]
 
 
 def write(folder: Path = SOURCES_DIR) -> list[Path]:

@@ -16,7 +16,6 @@ stores them as error rows (`store_cut_off`), so that it goes past the group inst
 
 from __future__ import annotations
 
-import contextlib
 import csv
 import hashlib
 import io
@@ -24,7 +23,7 @@ import json
 import os
 import uuid
 from collections.abc import Iterable, Iterator, Mapping
-from contextlib import contextmanager
+from contextlib import contextmanager, suppress
 from pathlib import Path
 
 import pandas as pd
@@ -264,8 +263,8 @@ def store_cut_off(claim: str, hardware_id: str, root: Path | None = None) -> int
         import fcntl
     except ImportError:
         return 0
-    stored = 0
-    for marker in sorted(set_path(claim, hardware_id, root).parent.glob(f".{hardware_id}.running-*.rows")):
+    stored, path = 0, set_path(claim, hardware_id, root)
+    for marker in sorted(path.parent.glob(f".{hardware_id}.running-*.rows")):
         try:
             fd = os.open(marker, os.O_RDONLY)
         except FileNotFoundError:  # its process finished meanwhile
@@ -285,12 +284,12 @@ def store_cut_off(claim: str, hardware_id: str, root: Path | None = None) -> int
                     rows = json.loads(handle.read())
             except (json.JSONDecodeError, UnicodeDecodeError) as exc:
                 raise ResultsCorrupt(f"{marker}: not the rows of a cut-off group ({exc})") from None
-            known = {row_key(row) for row in read_rows(set_path(claim, hardware_id, root))}
+            known = {row_key(row) for row in read_rows(path)}
             new = [row for row in rows if row_key(row) not in known]
             if new:
                 append(claim, hardware_id, new, root)
                 stored += len(new)
-            with contextlib.suppress(FileNotFoundError):
+            with suppress(FileNotFoundError):
                 if os.stat(marker).st_ino == os.fstat(fd).st_ino:  # not a later group's marker under the same name
                     marker.unlink()
         finally:

@@ -29,6 +29,7 @@ from datetime import datetime, timezone
 from pathlib import Path
 
 import torch
+from tqdm.auto import tqdm
 
 from lstmstudy import hardware, results, terminal
 from lstmstudy.backends import backend_for
@@ -308,6 +309,32 @@ def measure_group(points: list[Point], prepare: Prepare, device: torch.device,
     return out
 
 
+def _rows(claim: str, group: list[Point], outcomes: list[PointResult | Exception], dev: torch.device,
+          fp: hardware.Fingerprint, conditions: dict, report: SweepReport,
+          bar: tqdm) -> tuple[list[dict], tuple[Point, Exception] | None]:
+    """A group's rows, one per outcome, counted in `report`; and the first point whose failure left the process
+    unable to measure (a CUDA context an error poisoned), with that error, or None."""
+    rows, unusable = [], None
+    for point, outcome in zip(group, outcomes):
+        if isinstance(outcome, PointResult):
+            rows.append(make_row(claim, point, dev, fp, outcome=outcome, conditions=conditions))
+            report.measured += 1
+        elif isinstance(outcome, Skip):
+            rows.append(make_row(claim, point, dev, fp, status="skipped", error=str(outcome), conditions=conditions))
+            report.skipped += 1
+        else:
+            if isinstance(outcome, torch.cuda.OutOfMemoryError):
+                gc.collect()
+                torch.cuda.empty_cache()
+            bar.write(f"{claim}: {label(point)} failed: {describe(outcome)}")
+            rows.append(make_row(claim, point, dev, fp, status="error", error=describe(outcome), conditions=conditions))
+            report.errors += 1
+            if unusable is None and not isinstance(outcome, DeadlineReached) and (
+                    is_fatal_cuda_error(outcome) or not device_still_works(dev)):
+                unusable = (point, outcome)
+    return rows, unusable
+
+
 def run(claim: str, points: Iterable[Point], prepare: Prepare, plan: Rounds = Rounds(), *, device: str = "auto",
         root: Path | None = None, rerun: bool = False, retry_errors: bool = False,
         deadline: Deadline | None = None, slow: frozenset[str] = frozenset(), progress: bool = True) -> SweepReport:
@@ -353,7 +380,6 @@ def run(claim: str, points: Iterable[Point], prepare: Prepare, plan: Rounds = Ro
             # a SIGTERM (a time limit reached while the group runs in Python) takes the rows back: only a process
             # that cannot answer it, hung in native code until the SIGKILL after, leaves them
             with terminal.sigterm_as_exit(), results.running(claim, fp.hardware_id, cut_off, root):
-                rows, unusable = [], None
                 first, outcomes = deadline.started == 0, None
                 try:
                     with deadline.guard():
@@ -368,25 +394,7 @@ def run(claim: str, points: Iterable[Point], prepare: Prepare, plan: Rounds = Ro
                         outcomes = [DeadlineReached(f"{reached} as a call's first group, before its timing finished: "
                                                     "one call with this deadline cannot measure it; use a longer "
                                                     "--deadline, or none, with --retry-errors") for _ in group]
-                for point, outcome in zip(group, outcomes):
-                    if isinstance(outcome, PointResult):
-                        rows.append(make_row(claim, point, dev, fp, outcome=outcome, conditions=conditions))
-                        report.measured += 1
-                    elif isinstance(outcome, Skip):
-                        rows.append(make_row(claim, point, dev, fp, status="skipped", error=str(outcome),
-                                             conditions=conditions))
-                        report.skipped += 1
-                    else:
-                        if isinstance(outcome, torch.cuda.OutOfMemoryError):
-                            gc.collect()
-                            torch.cuda.empty_cache()
-                        bar.write(f"{claim}: {label(point)} failed: {describe(outcome)}")
-                        rows.append(make_row(claim, point, dev, fp, status="error", error=describe(outcome),
-                                             conditions=conditions))
-                        report.errors += 1
-                        if unusable is None and not isinstance(outcome, DeadlineReached) and (
-                                is_fatal_cuda_error(outcome) or not device_still_works(dev)):
-                            unusable = (point, outcome)
+                rows, unusable = _rows(claim, group, outcomes, dev, fp, conditions, report, bar)
                 deadline.record(time.monotonic() - start)
                 results.append(claim, fp.hardware_id, rows, root)
             bar.update(len(group))
