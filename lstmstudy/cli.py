@@ -25,8 +25,9 @@ ROOT = Path(__file__).resolve().parent.parent
 NOTEBOOKS = ROOT / "notebooks"
 BOOK = ROOT / "book"
 EXECUTED = BOOK / "claims"
-#: pages rendered from every stored result set after the claims: notebooks/<name>.ipynb -> book/<name>.ipynb
-SUMMARY_PAGES = ("ledger", "conclusions")
+#: pages rendered after the claims: notebooks/<name>.ipynb -> book/<name>.ipynb; what others published on GPUs,
+#: then the ledger and the conclusions from every stored result set
+SUMMARY_PAGES = ("published", "ledger", "conclusions")
 #: pages that show a helper at work on the blog post's model, rendered after the summaries the same way
 GUIDE_PAGES = ("check_your_model",)
 #: what notebook kernels write to their stderr outside the pages (native library logs)

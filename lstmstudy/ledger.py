@@ -14,8 +14,8 @@ from pathlib import Path
 
 import pandas as pd
 
-from lstmstudy import results
-from lstmstudy.claims import CPU_ANALOGUE, GPU, Claim, Outcome, registry
+from lstmstudy import published, published_rules, results
+from lstmstudy.claims import CPU_ANALOGUE, GPU, PUBLISHED, Claim, Outcome, registry
 from lstmstudy.toc import TOC, claim_pages
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -53,7 +53,8 @@ def table(root: Path | None = None, *, claims: Sequence[Claim] | None = None, to
     Verdicts come from each claim's `verdicts(results.load(name, root))`, each with its own statement, seed
     figure and rule (claim 4 judges the paper's Mode 1 vs Mode 2 beside its own claim); a claim with no
     stored result set gets one row that says so (verdict: not measured). `evidence` says what a verdict tests: the
-    seed's GPU claim (a GPU set) or its CPU analogue (a CPU set), which never counts as a reproduction.
+    seed's GPU claim (a GPU set) or its CPU analogue (a CPU set), which never counts as a reproduction. Rows of
+    evidence `published` follow a claim's own: its rule on what others measured (`published_rules`), never ours.
     """
     pages = claim_pages(toc)
     rows = []
@@ -67,14 +68,16 @@ def table(root: Path | None = None, *, claims: Sequence[Claim] | None = None, to
         if not verdicts:
             rows.append({**base, "hardware": "", "evidence": "", "our figure": "no stored result set",
                          "verdict": Outcome.NOT_MEASURED.value, "timing": ""})
-        # one block per statement judged (the claim's own first), each block's sets in order
+        # one block per statement judged (the claim's own first), each block's sets in order, then the published
+        verdicts = verdicts + [v for v in published_rules.verdicts(number) if v.claim == claim.name]
         rules = list(dict.fromkeys([claim.rule, *(v.rule for v in verdicts)]))
         for v in sorted(verdicts, key=lambda v: rules.index(v.rule)):
             own = v.rule == claim.rule  # its statement is the claim's: a verdict's variant of it is in its figure
             rows.append({**base, "statement": claim.statement if own else v.statement,
                          "seed figure": claim.seed_figure if own else v.seed_figure, "rule": v.rule,
                          "hardware": v.hardware_id, "evidence": v.evidence, "our figure": v.ours_text,
-                         "verdict": v.outcome.value, "timing": noise(frame[frame.hardware_id == v.hardware_id])})
+                         "verdict": v.outcome.value,
+                         "timing": "" if v.evidence == PUBLISHED else noise(frame[frame.hardware_id == v.hardware_id])})
     return pd.DataFrame(rows, columns=COLUMNS)
 
 
@@ -106,11 +109,18 @@ def _cites(keys: str) -> str:
     return f" {{cite:p}}`{keys.replace(' ', '')}`" if keys else ""
 
 
+def published_label(hardware: str) -> str:
+    """A published verdict's source and GPU with its citation: '`deepbench/V100` {cite:p}`deepbench`'."""
+    keys = ", ".join(published.citation(source) for source in published_rules.sources_of(hardware))
+    return f"`{hardware.removeprefix('published:')}`{_cites(keys)}"
+
+
 def to_markdown(ledger: pd.DataFrame) -> str:
     """The ledger as a MyST Markdown table, one row per claim and hardware set: claim pages linked with
-    {doc} and sources cited with {cite:p}, so the book build checks every link and citation in it."""
-    lines = ["| claim and source | seed's figure | hardware set | verdict | our figure |",
-             "| --- | --- | --- | --- | --- |"]
+    {doc} and sources cited with {cite:p}, so the book build checks every link and citation in it. What others
+    published has a column of its own, never this study's hardware, verdict or figure columns."""
+    lines = ["| claim and source | seed's figure | hardware set | verdict | our figure | published by others (not "
+             "counted) |", "| --- | --- | --- | --- | --- | --- |"]
     previous = None
     for row in ledger.to_dict("records"):
         first = (row["claim"], row["rule"]) != previous  # a claim may judge more than one statement
@@ -118,11 +128,15 @@ def to_markdown(ledger: pd.DataFrame) -> str:
         claim = (f"{_page_ref(row['claim'], row['page'])}: {_md(row['statement'])}. "
                  f"*Source: {_md(row['source'])}*{_cites(row['citations'])}") if first else ""
         seed = _md(row["seed figure"]) if first else ""
+        if row["evidence"] == PUBLISHED:
+            lines.append(f"| {claim} | {seed} |  |  |  | {published_label(row['hardware'])}: "
+                         f"*{_md(row['verdict'])}*: {_md(row['our figure'])} |")
+            continue
         hardware = f"`{row['hardware']}` ({row['evidence']})" if row["hardware"] else "none stored"
         ours = f"{row['our figure']}; {row['timing']}" if row["timing"] else row["our figure"]
         verdict = (f"{CPU_ANALOGUE}: {_md(row['verdict'])} (not counted)" if _is_analogue(row)
                    else f"**{_md(row['verdict'])}**")
-        lines.append(f"| {claim} | {seed} | {hardware} | {verdict} | {_md(ours)} |")
+        lines.append(f"| {claim} | {seed} | {hardware} | {verdict} | {_md(ours)} |  |")
     return "\n".join(lines)
 
 
@@ -133,14 +147,19 @@ def _is_analogue(row: dict) -> bool:
 
 
 def result_sets(ledger: pd.DataFrame) -> list[str]:
-    """The hardware sets the verdicts rest on, each once (a pair's verdict, "cuda-x vs cpu-x", names two)."""
-    return sorted({name for label in ledger["hardware"] if label for name in str(label).split(" vs ")})
+    """The hardware sets the verdicts rest on, each once (a pair's verdict, "cuda-x vs cpu-x", names two); what
+    others published is not a result set of this study."""
+    own = ledger[ledger["evidence"] != PUBLISHED]["hardware"]
+    return sorted({name for label in own if label for name in str(label).split(" vs ")})
 
 
 def counts(ledger: pd.DataFrame) -> dict[str, int]:
     """How many claims and verdicts the ledger holds, how many hardware sets of each kind, and the outcomes
-    of the verdicts that count: those on GPU sets (a CPU set's verdict is a CPU analogue, counted apart)."""
+    of the verdicts that count: those on GPU sets (a CPU set's verdict is a CPU analogue, counted apart). What
+    others published is counted apart too (`published`, `published_sources`), never among this study's verdicts."""
     hardware = pd.Series(result_sets(ledger), dtype=str)
+    others = ledger[ledger["evidence"] == PUBLISHED]
+    ledger = ledger[ledger["evidence"] != PUBLISHED]
     measured = ledger[ledger["verdict"] != Outcome.NOT_MEASURED.value]
     gpu = measured[measured["evidence"] == GPU]["verdict"].value_counts()
     return {"claims": int(ledger["claim"].nunique()), "verdicts": int(len(ledger)),
@@ -153,7 +172,9 @@ def counts(ledger: pd.DataFrame) -> dict[str, int]:
             "cpu_analogues": int((measured["evidence"] == CPU_ANALOGUE).sum()),
             "not_measured": int((ledger["verdict"] == Outcome.NOT_MEASURED.value).sum()),
             "gpu_sets": int(hardware.str.startswith("cuda-").sum()),
-            "cpu_sets": int(hardware.str.startswith("cpu-").sum())}
+            "cpu_sets": int(hardware.str.startswith("cpu-").sum()),
+            "published": int(len(others)),
+            "published_sources": len({s for h in others["hardware"] for s in published_rules.sources_of(h)})}
 
 
 def sentences(ledger: pd.DataFrame) -> list[str]:
@@ -161,6 +182,7 @@ def sentences(ledger: pd.DataFrame) -> list[str]:
     not, from the verdicts."""
     out = []
     for (number, _), rows in ledger.groupby(["claim", "rule"], sort=False):
+        others, rows = rows[rows["evidence"] == PUBLISHED], rows[rows["evidence"] != PUBLISHED]
         first = rows.iloc[0]
         head = (f"{_page_ref(number, first['page'])}: *{_md(first['statement'])}*. "
                 f"The seed: {_md(first['seed figure'])}.")
@@ -168,7 +190,7 @@ def sentences(ledger: pd.DataFrame) -> list[str]:
         if measured.empty:
             stored = [h for h in rows["hardware"] if h]
             where = f"the stored sets ({', '.join(f'`{h}`' for h in stored)})" if stored else "any stored hardware set"
-            out.append(f"{head} Not measurable on {where}: neither confirmed nor refuted here.")
+            out.append(f"{head} Not measurable on {where}: neither confirmed nor refuted here.{_published(others)}")
             continue
         gpu, cpu = measured[measured["evidence"] == GPU], measured[measured["evidence"] == CPU_ANALOGUE]
         sentence = head
@@ -181,8 +203,23 @@ def sentences(ledger: pd.DataFrame) -> list[str]:
         unmeasurable = [h for h in rows.loc[rows["verdict"] == Outcome.NOT_MEASURED.value, "hardware"] if h]
         if unmeasurable:
             sentence += f" Not measurable on {', '.join(f'`{h}`' for h in unmeasurable)}."
-        out.append(sentence)
+        out.append(sentence + _published(others))
     return out
+
+
+def _published(rows: pd.DataFrame) -> str:
+    """' Published by others (not counted): 3 sources; reproduced by ..., context from ...' for one statement."""
+    if rows.empty:
+        return ""
+    sources = {s for h in rows["hardware"] for s in published_rules.sources_of(h)}
+    parts = []
+    for outcome in [*_PHRASES, Outcome.CONTEXT.value]:
+        hits = rows[rows["verdict"] == outcome]
+        if not hits.empty:
+            phrase = "context, no verdict," if outcome == Outcome.CONTEXT.value else _PHRASES[outcome]
+            parts.append(f"{phrase} {'from' if outcome == Outcome.CONTEXT.value else 'on'} {', '.join(published_label(h) for h in hits['hardware'])}")
+    return (f" Published by others, on their GPUs (not counted as ours): {len(sources)} source(s); "
+            f"{'; '.join(parts)}.")
 
 
 def _outcomes(rows: pd.DataFrame, *, bold: bool) -> str:
@@ -194,6 +231,18 @@ def _outcomes(rows: pd.DataFrame, *, bold: bool) -> str:
             where = "; ".join(f"`{h}` ({_md(ours)})" for h, ours in zip(hits["hardware"], hits["our figure"]))
             parts.append(f"{f'**{phrase}**' if bold else phrase} on {where}")
     return ", and ".join(parts)
+
+
+def published_summary(ledger: pd.DataFrame, number: str) -> str:
+    """One claim's published evidence in a few words, for the landing page: how many sources, and their outcomes
+    ('3 sources: exceeds the seed (3)'), or 'none'."""
+    rows = ledger[(ledger["claim"] == number) & (ledger["evidence"] == PUBLISHED)]
+    if rows.empty:
+        return "none"
+    sources = {s for h in rows["hardware"] for s in published_rules.sources_of(h)}
+    outcomes = rows["verdict"].value_counts()
+    return (f"{len(sources)} source(s): "
+            + ", ".join(f"{outcome} ({n})" for outcome, n in outcomes.sort_index().items()))
 
 
 def data_sources(ledger: pd.DataFrame) -> str:
@@ -219,5 +268,9 @@ def conclusions(ledger: pd.DataFrame) -> str:
                           f"{n['not_reproduced']} not reproduced and {n['inconclusive']} inconclusive.")
     paragraphs.append(f"The CPU sets give {n['cpu_analogues']} verdicts on CPU analogues; {n['not_measured']} "
                       f"verdicts could not be measured on the hardware at hand.")
+    if n["published"]:
+        paragraphs.append(f"**What others published on GPUs:** {n['published_sources']} sources bear on the claims, in "
+                          f"{n['published']} verdicts and context rows ({{doc}}`published`). They are judged by the "
+                          f"same rules, cited, and never counted among this study's verdicts or reproductions.")
     bullets = "\n".join(f"- {s}" for s in sentences(ledger))
     return "\n\n".join(paragraphs + ([bullets] if bullets else []))

@@ -11,8 +11,8 @@ from pathlib import Path
 
 import pandas as pd
 
-from lstmstudy import hardware
-from lstmstudy.claims import DEVICE_KINDS, Claim, Outcome, Verdict
+from lstmstudy import hardware, published_rules
+from lstmstudy.claims import DEVICE_KINDS, PUBLISHED_PREFIX, Claim, Outcome, Verdict
 from lstmstudy.errors import ParameterError
 from lstmstudy.parameters import check_bool, check_positive_number
 
@@ -97,3 +97,20 @@ def glue_verdicts(prefix: str, verdicts: Sequence[Verdict]) -> None:
 
     for key, value in verdict_glue(prefix, verdicts).items():
         glue(key, value, display=False)
+
+
+def published_glue(number: str) -> dict[str, str]:
+    """What `glue_published` glues for a claim page: how many published verdicts and context rows bear on the
+    claim (`c{number}_published_count`) and each one's source, GPU and outcome (`c{number}_published`)."""
+    found = published_rules.verdicts(number)
+    listed = "; ".join(f"{v.hardware_id.removeprefix(PUBLISHED_PREFIX)}: {v.outcome.value}" for v in found)
+    return {f"c{number}_published_count": str(len(found)), f"c{number}_published": listed or "none"}
+
+
+def glue_published(number: str) -> pd.DataFrame:
+    """Glue `published_glue(number)` into the page's prose and return the published table the page shows."""
+    from myst_nb import glue
+
+    for key, value in published_glue(number).items():
+        glue(key, value, display=False)
+    return published_rules.table(number)

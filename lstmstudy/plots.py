@@ -459,3 +459,20 @@ def scaling_lines(table: pd.DataFrame, *, seed_points: dict[str, tuple[int, floa
         ax.set_title(textwrap.fill(ax.get_title().removeprefix("panel = "), 40), fontsize=10)
     grid.set_axis_labels("devices", "speed-up over one device (x)")
     return grid
+
+
+def published_speedups(table: pd.DataFrame, *, bands: tuple[float, float]) -> sns.FacetGrid:
+    """Published fp32 / low-precision time against a shape's FLOPs (`published_rules.deepbench_speedups`), one
+    panel per card, one line per phase; dotted lines at the rule's `bands` (no faster below the first, faster
+    from the second). Titles name the source and the GPU: never this study's hardware."""
+    data = table.assign(panel=lambda d: "DeepBench (published): " + d.gpu + ", " + d.precision)
+    grid = sns.relplot(data, x="flops", y="speedup", hue="phase", style="timesteps", col="panel", kind="scatter",
+                       s=60, height=3.4, aspect=1.2, facet_kws={"sharey": False})
+    for ax in grid.axes.flat:
+        ax.set_xscale("log")
+        ax.axhline(1.0, color="grey", linewidth=1)
+        for value in bands:
+            ax.axhline(value, color="tab:red", linestyle=":", linewidth=1)
+        ax.set_title(textwrap.fill(ax.get_title().removeprefix("panel = "), 44), fontsize=10)
+    grid.set_axis_labels("FLOPs of one call", "fp32 time / low-precision time (x)")
+    return grid

@@ -269,6 +269,63 @@ def write(folder: Path = SOURCES_DIR) -> list[Path]:
     return written
 
 
+def cited() -> dict[str, dict]:
+    """The sources cited, not copied (`sources/cited.json`), by key: NVIDIA's GNMT READMEs and issue threads,
+    each with its figures quoted verbatim (tables as the README's own rows) and parsed beside the quote."""
+    entries = json.loads((SOURCES_DIR / "cited.json").read_text(encoding="utf-8"))["sources"]
+    return {entry["key"]: entry for entry in entries}
+
+
+def citation(key: str) -> str:
+    """The references.bib key of a source, imported (`deepbench`) or cited (`gnmt-pytorch`)."""
+    imported = {s.key: s.citation for s in SOURCES}
+    return imported[key] if key in imported else cited()[key]["citation"]
+
+
+def gnmt_training() -> pd.DataFrame:
+    """NVIDIA's GNMT v2 training throughput, PyTorch and TensorFlow READMEs, one row per table row: tokens/s at
+    the baseline precision (FP32 or TF32) and in mixed precision, the printed speed-up and the printed scaling
+    over GPUs (PyTorch's README calls it strong scaling, TensorFlow's weak; both keep 128 sequences per GPU)."""
+    rows = []
+    for key in ("gnmt-pytorch", "gnmt-tensorflow"):
+        for r in cited()[key]["rows"]:
+            base = r["precision_baseline"].lower()
+            pick = lambda *names: next(r[n] for n in names if n in r)  # noqa: E731: the READMEs spell units apart
+            kind = "strong" if any(k.startswith("strong_scaling") for k in r) else "weak"
+            rows.append({"source": key, "framework": key.removeprefix("gnmt-"), "system": r["system"],
+                         "gpu": r["gpu"], "container": r["container"], "gpus": r["gpus"],
+                         "batch_per_gpu": r["batch_size_per_gpu"], "baseline": r["precision_baseline"],
+                         "baseline_tok_s": pick(f"throughput_{base}_tok_per_s", f"throughput_{base}_tokens_per_s"),
+                         "mixed_tok_s": pick("throughput_mixed_precision_tok_per_s",
+                                             "throughput_mixed_precision_tokens_per_s"),
+                         "speedup_printed": r[f"throughput_speedup_{base}_to_mixed_precision_x"],
+                         "scaling": kind, "scaling_baseline_printed": r[f"{kind}_scaling_{base}_x"],
+                         "scaling_mixed_printed": r[f"{kind}_scaling_mixed_precision_x"]})
+    return pd.DataFrame(rows)
+
+
+def deepbench_shapes() -> list[tuple[int, int, int]]:
+    """DeepBench's LSTM training shapes as (hidden, batch, timesteps), in its order (input size = hidden size): the
+    GPU grids of claims 3 and 4 include them, so that a GPU set lands row for row beside the published V100."""
+    table = load("deepbench_lstm")
+    rows = table[(table.card == "V100") & (table.precision == "fp32")]
+    return [(int(r.hidden), int(r.batch), int(r.timesteps)) for r in rows.itertuples()]
+
+
+def sources_table() -> pd.DataFrame:
+    """Every published source the book uses: imported (raw files shipped with their licences) or cited (figures
+    quoted from a README or an issue thread), where it lives, its licence and what it timed."""
+    rows = [{"source": s.key, "kind": "imported", "citation": s.citation,
+             "where": f"{s.repository} @ {s.commit[:7]}", "licence": s.licence, "what was timed": s.timed}
+            for s in SOURCES]
+    for key, entry in cited().items():
+        where = (f"{entry['repository']} @ {entry['commit'][:7]}: {entry['path']}" if "path" in entry
+                 else f"{entry['repository']}#{entry['issue']}")
+        rows.append({"source": key, "kind": "cited", "citation": entry["citation"], "where": where,
+                     "licence": entry.get("licence", "quoted, not copied"), "what was timed": entry["what"]})
+    return pd.DataFrame(rows)
+
+
 def load(table: str) -> pd.DataFrame:
     """A tidy table as stored (`deepbench_lstm`, `woolf_imdb_bilstm`), read without openpyxl."""
     return pd.read_csv(SOURCES_DIR / f"{table}.csv")

@@ -137,8 +137,10 @@ def test_grid_interleaves_precisions_and_puts_keras_per_device_kind():
 
 def test_the_default_grids_per_device_kind():
     cpu, cuda = claim.CLAIM.defaults["cpu"], claim.CLAIM.defaults["cuda"]
-    assert cuda["hiddens"] == [*cpu["hiddens"], 4096]  # a GPU makes the largest hidden size affordable
-    assert {k: v for k, v in cpu.items() if k != "hiddens"} == {k: v for k, v in cuda.items() if k != "hiddens"}
+    assert cuda["hiddens"] == cpu["hiddens"]  # DeepBench's shapes take a GPU to hidden 4096 and batch 128
+    assert (cpu["deepbench_shapes"], cuda["deepbench_shapes"]) == (False, True)
+    assert {k: v for k, v in cpu.items() if k != "deepbench_shapes"} == {
+        k: v for k, v in cuda.items() if k != "deepbench_shapes"}
     assert len(claim.CLAIM.points("cuda")) > len(claim.CLAIM.points("cpu"))
     assert claim.CLAIM.parameters("cpu", hiddens=[64])["hiddens"] == [64]
 

@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from lstmstudy import ledger, notebook, results
+from lstmstudy import ledger, notebook, published_rules, results
 from lstmstudy.claims import registry
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -41,6 +41,15 @@ def test_a_claim_page_glues_the_verdicts_the_code_computes_now(claim):
     page = ROOT / "book" / "claims" / f"{claim.stem}.ipynb"
     verdicts = [v for v in claim.verdicts(results.load(claim.name)) if v.rule == claim.rule]  # the claim's own
     expected = notebook.verdict_glue(f"c{claim.number}", verdicts)
+    found = glued(page)
+    assert {k: found.get(k) for k in expected} == expected, f"{page.name} {STALE}"
+
+
+@pytest.mark.parametrize("claim", [c for c in registry(judged_only=True) if published_rules.verdicts(c.number)],
+                         ids=lambda c: c.stem)
+def test_a_claim_page_glues_the_published_rows_the_code_computes_now(claim):
+    page = ROOT / "book" / "claims" / f"{claim.stem}.ipynb"
+    expected = notebook.published_glue(claim.number)
     found = glued(page)
     assert {k: found.get(k) for k in expected} == expected, f"{page.name} {STALE}"
 

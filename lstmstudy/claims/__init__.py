@@ -46,10 +46,14 @@ class Outcome(str, Enum):
     NOT_REPRODUCED = "not reproduced"
     INCONCLUSIVE = "inconclusive"  # the interval straddles a threshold of the rule
     NOT_MEASURED = "not measured on this hardware"
+    CONTEXT = "context only"  # published data the rule cannot decide on (one batch size, no framework figure)
 
 
-#: every seed's claim is about GPUs: a verdict on a CPU set tests the claim's CPU analogue, never the claim
-GPU, CPU_ANALOGUE = "GPU", "CPU analogue"
+#: every seed's claim is about GPUs: a verdict on a CPU set tests the claim's CPU analogue, never the claim;
+#: a published one was measured by others on their GPUs (`lstmstudy.published`) and is never counted as ours
+GPU, CPU_ANALOGUE, PUBLISHED = "GPU", "CPU analogue", "published"
+#: the `hardware_id` of a verdict on published data: `published:<source key>/<card>`
+PUBLISHED_PREFIX = "published:"
 
 
 @dataclass(frozen=True)
@@ -70,7 +74,10 @@ class Verdict:
 
     @property
     def evidence(self) -> str:
-        """`GPU` for a verdict on a GPU set; `CPU analogue` on a CPU set (or arithmetic that needs no device)."""
+        """`GPU` for a verdict on a GPU set; `CPU analogue` on a CPU set (or arithmetic that needs no device);
+        `published` on data others measured."""
+        if self.hardware_id.startswith(PUBLISHED_PREFIX):
+            return PUBLISHED
         return GPU if self.hardware_id.startswith("cuda-") else CPU_ANALOGUE
 
     @property
@@ -95,18 +102,18 @@ class Claim:
 
     The GPU plan, in the order a GPU node measures (`scripts/gpu-node.sh`). It is planned from the CPU runs and
     a review of the grids, not yet measured on a GPU; `tests/test_claims.py` keeps the five judged claims first
-    within 15 minutes of measuring, and the whole within 25:
+    within 15 minutes of measuring, and the whole within 26:
 
         06_energy                  24 x 7.5 s              = 180 s   (fp32; 5 interleaved energy windows of >= 1 s)
         01_cudnn_fallback          84 x 1.5 s + 2 x 60 s   = 246 s   (torch.compiled last, one cold compile each)
-        03_mixed_precision        114 x 1.3 s              = 148 s
-        04_frameworks_vs_baseline 112 x 1.3 s              = 146 s
+        03_mixed_precision        134 x 1.3 s              = 174 s   (44 of them at DeepBench's training shapes)
+        04_frameworks_vs_baseline 132 x 1.3 s              = 172 s   (20 of them: raw cuDNN at DeepBench's shapes)
         02_cpu_vs_gpu_batch        20 x 6.0 s              = 120 s   (each point on the GPU and on its host's CPU)
-        the five judged claims                               840 s, 14 minutes
+        the five judged claims                               892 s, 15 minutes
         05_bucketing               12 x 12 s               = 144 s   (8 layers, whole epochs of real PTB)
         07_parallel_training        6 x 5.0 s              =  30 s   (one GPU: the 2 one-device points; 4 need >= 2)
         kernels                    84 x 1.5 s + 6 x 60 s   = 486 s   (torch.compiled last)
-        total                                               1500 s, 25 minutes
+        total                                               1552 s, 26 minutes
     """
 
     number: str  # "01"; "" for the kernel benchmark, which is measured but not judged

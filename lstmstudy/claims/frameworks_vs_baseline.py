@@ -35,11 +35,11 @@ import numpy as np
 import pandas as pd
 import torch
 
-from lstmstudy import kernels, sweep
+from lstmstudy import kernels, published, sweep
 from lstmstudy.claims import PART_WORDS, Bands, Claim, Outcome, Verdict, combine, holds_from, settle, timing_plan
 from lstmstudy.errors import Skip
 from lstmstudy.observe import time_inside, what_ran
-from lstmstudy.parameters import check_choices, check_positive_ints
+from lstmstudy.parameters import check_bool, check_choices, check_positive_ints
 from lstmstudy.shapes import LSTMShape
 from lstmstudy.stats import geomean, geomean_interval, row_replicates
 from lstmstudy.timing import Measurement
@@ -158,15 +158,21 @@ def _shapes(quick: bool, hiddens: Sequence[int], batches: Sequence[int], timeste
 
 
 def grid(*, kind: str, quick: bool, hiddens: Sequence[int], batches: Sequence[int], timesteps: Sequence[int],
-         kernel_names: Sequence[str] = KERNELS, amp_kernels: Sequence[str] = DEFAULT_AMP_KERNELS) -> list[sweep.Point]:
+         kernel_names: Sequence[str] = KERNELS, amp_kernels: Sequence[str] = DEFAULT_AMP_KERNELS,
+         deepbench_shapes: bool = False) -> list[sweep.Point]:
     """Every kernel in fp32 and the `amp_kernels` in 16 bits at every hidden x batch x timesteps
-    (input size = hidden size), inference; plus the profiler rows of `profile_points`."""
+    (input size = hidden size), inference; plus the profiler rows of `profile_points`. `deepbench_shapes`: the
+    raw cuDNN baseline (`torch.raw`, fp32) also at DeepBench's 22 LSTM shapes not in the grid, the rows
+    `published_rules.beside_deepbench` puts beside the V100's published forward times."""
     amp = amp_precision(kind)
     shapes = _shapes(quick, hiddens, batches, timesteps)
     points = [sweep.Point(kernel, shape, precision=precision)
               for shape in shapes
               for precision in ("fp32", amp)
               for kernel in (kernel_names if precision == "fp32" else [k for k in kernel_names if k in amp_kernels])]
+    if deepbench_shapes and not quick and "torch.raw" in kernel_names:
+        extra = [LSTMShape(batch=b, timesteps=t, features=h, hidden=h) for h, b, t in published.deepbench_shapes()]
+        points += [sweep.Point("torch.raw", shape) for shape in extra if shape not in shapes]
     return points + profile_points(shapes, quick=quick)
 
 
@@ -191,6 +197,7 @@ def check_parameters(parameters: dict) -> None:
                         timesteps=parameters["timesteps"])
     check_choices("kernel_names", parameters["kernel_names"], KERNELS)
     check_choices("amp_kernels", parameters["amp_kernels"], KERNELS)
+    check_bool(deepbench_shapes=parameters["deepbench_shapes"])
 
 
 def prepare(point: sweep.Point, device, sessions: int = 5) -> sweep.Prepared | sweep.PointResult:
@@ -595,7 +602,8 @@ _COMMON = dict(batches=[1, 16, 64], timesteps=[25, 100], kernel_names=KERNELS, a
 CLAIM = Claim(
     number=NUMBER, name=NAME, statement=STATEMENT, seed_figure=SEED_FIGURE, rule=RULE,
     # a small CPU's larger hidden size is 256: at 512 its six shapes took 80 s of the claim's 140 on 2 cores
-    defaults={"cpu": dict(hiddens=[128, 256], **_COMMON), "cuda": dict(hiddens=[128, 512], **_COMMON)},
+    defaults={"cpu": dict(hiddens=[128, 256], deepbench_shapes=False, **_COMMON),
+              "cuda": dict(hiddens=[128, 512], deepbench_shapes=True, **_COMMON)},
     grid=grid, measure=measure, verdicts=verdicts, check=check_parameters,
     seconds_per_point={"cpu": 1.4, "cuda": 1.3},
 )

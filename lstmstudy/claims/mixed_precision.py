@@ -25,10 +25,10 @@ from collections.abc import Sequence
 
 import pandas as pd
 
-from lstmstudy import kernels, sweep
+from lstmstudy import kernels, published, sweep
 from lstmstudy.claims import PART_WORDS, Claim, Outcome, Verdict, combine, holds_below, holds_from, settle, timing_plan
 from lstmstudy.observe import what_ran
-from lstmstudy.parameters import check_choices, check_positive_ints
+from lstmstudy.parameters import check_bool, check_choices, check_positive_ints
 from lstmstudy.shapes import LSTMShape
 from lstmstudy.stats import fixed_geomean_interval, geomean, percentile_interval, row_replicates
 
@@ -66,13 +66,16 @@ PAIR_KEYS = ["hardware_id", "kernel", "phase", "batch", "timesteps", "features",
 
 def grid(*, kind: str, quick: bool, hiddens: Sequence[int], timesteps: Sequence[int], batches: Sequence[int],
          batch_sweep: Sequence[int], sweep_hidden: int, keras_cpu_hidden: int, keras_cpu_timesteps: int,
-         features: int, precisions: Sequence[str], phases: Sequence[str]) -> list[sweep.Point]:
+         features: int, precisions: Sequence[str], phases: Sequence[str],
+         deepbench_shapes: bool = False) -> list[sweep.Point]:
     """The points to measure on a device of `kind` ('cpu' or 'cuda'), fp32 always included.
 
     - `torch.fused` over hiddens x timesteps x batches (the heatmaps);
     - `torch.fused` at `sweep_hidden` and the longest sequence over `batch_sweep` (the batch facet);
     - `keras.cudnn_auto`: on a GPU over the heatmap grid, on a CPU (where it is the generic loop and costs
-      more) at the one shape `keras_cpu_hidden` x `keras_cpu_timesteps` x the first batch.
+      more) at the one shape `keras_cpu_hidden` x `keras_cpu_timesteps` x the first batch;
+    - `deepbench_shapes`: `torch.fused` training at DeepBench's 22 LSTM training shapes (input size = hidden
+      size), fp32 and fp16, the rows `published_rules.beside_deepbench` puts beside the V100's published times.
 
     Each shape's precisions are measured back to back, so a drift in the machine's speed hits the fp32
     and the low-precision time of a speed-up alike. `quick` keeps two hidden sizes (a smallest and a
@@ -104,6 +107,10 @@ def grid(*, kind: str, quick: bool, hiddens: Sequence[int], timesteps: Sequence[
                 if point.key() not in seen:
                     seen.add(point.key())
                     points.append(point)
+    if deepbench_shapes and not quick:
+        points += [sweep.Point(HEADLINE_KERNEL, LSTMShape(batch=b, timesteps=t, features=h, hidden=h),
+                               precision=precision, phase="train")
+                   for h, b, t in published.deepbench_shapes() for precision in ("fp32", "fp16") if precision in precs]
     return points
 
 
@@ -124,6 +131,7 @@ def check_parameters(parameters: dict) -> None:
                                                         "features")})
     check_choices("precisions", parameters["precisions"], LOW_PRECISIONS)
     check_choices("phases", parameters["phases"], sweep.PHASES)
+    check_bool(deepbench_shapes=parameters["deepbench_shapes"])
 
 
 # --- speed-ups ------------------------------------------------------------------------------------------
@@ -293,8 +301,9 @@ _COMMON = dict(timesteps=[16, 128], batches=[32], batch_sweep=[1, 8, 128], sweep
                keras_cpu_timesteps=16, features=32, precisions=list(LOW_PRECISIONS), phases=list(sweep.PHASES))
 CLAIM = Claim(
     number=NUMBER, name=NAME, statement=STATEMENT, seed_figure=SEED_FIGURE, rule=RULE,
-    # a GPU makes large shapes cheap: one more hidden size, and Keras over the whole heatmap grid
-    defaults={"cpu": dict(hiddens=[64, 256, 1024], **_COMMON), "cuda": dict(hiddens=[64, 256, 1024, 4096], **_COMMON)},
+    # a GPU gets Keras over the whole heatmap grid, and DeepBench's training shapes (up to hidden 4096, batch 128)
+    defaults={"cpu": dict(hiddens=[64, 256, 1024], deepbench_shapes=False, **_COMMON),
+              "cuda": dict(hiddens=[64, 256, 1024], deepbench_shapes=True, **_COMMON)},
     grid=grid, measure=measure, verdicts=verdicts, check=check_parameters,
     seconds_per_point={"cpu": 1.4, "cuda": 1.3},
 )

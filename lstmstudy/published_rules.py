@@ -1,0 +1,344 @@
+"""Each claim's own rule applied to GPU measurements published by others (`lstmstudy.published`).
+
+Published evidence is a kind of its own: measured by others, on their GPUs and software, by their method. Its
+verdicts carry `hardware_id` `published:<source>/<card>` (`claims.PUBLISHED_PREFIX`), so `Verdict.evidence` is
+"published" and neither `Verdict.counts` nor the ledger's counts ever add them to this study's reproductions.
+
+Where the data fit a claim's rule, the rule's own bands decide: on an interval where the source repeats its
+measurement (Woolf's epochs after the first), on the single figure where it does not (DeepBench, issue
+threads: "point only"). Where the rule cannot decide (one batch size, no framework on the same GPU, a model the
+claim did not name), the verdict is `CONTEXT` and its text says what the data can and cannot show.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+
+import numpy as np
+import pandas as pd
+
+from lstmstudy import published
+from lstmstudy.claims import PART_WORDS, PUBLISHED_PREFIX, Outcome, Verdict, combine, settle
+from lstmstudy.claims import cpu_vs_gpu_batch as c02
+from lstmstudy.claims import cudnn_fallback as c01
+from lstmstudy.claims import frameworks_vs_baseline as c04
+from lstmstudy.claims import mixed_precision as c03
+from lstmstudy.claims import parallel_training as c07
+from lstmstudy.shapes import LSTMShape
+from lstmstudy.stats import bootstrap_ratio, one_per_round
+
+POINT_ONLY = "point only: the source publishes one figure, no repeat to form an interval from"
+#: DeepBench's phases as the study's: its forward call stands for inference, its total for a training step
+DEEPBENCH_PHASES = {"inference": "forward_ms", "train": "total_ms"}
+_PHASE_WORDS = {"inference": "inference (DeepBench's forward call)", "train": "training (the sheet's total)"}
+#: the low precision of each DeepBench card that has one, and what it is
+DEEPBENCH_LOW = {"V100": ("fp16_mixed", "FP16 inputs, mixed math on Tensor Cores"),
+                 "P100": ("pseudo_fp16", "pseudo-FP16: 16-bit inputs, 32-bit math, no Tensor Cores")}
+
+
+def hardware_id(source: str, what: str) -> str:
+    """The `hardware_id` of a published verdict: `published:deepbench/V100`."""
+    return f"{PUBLISHED_PREFIX}{source}/{what}"
+
+
+def sources_of(hardware: str) -> list[str]:
+    """The source keys of a published verdict's `hardware_id` (`deepbench`; a ratio across two logs names both,
+    joined by '+')."""
+    return hardware.removeprefix(PUBLISHED_PREFIX).split("/", 1)[0].split("+")
+
+
+# --- DeepBench --------------------------------------------------------------------------------------------
+
+def deepbench_speedups() -> pd.DataFrame:
+    """Per card with a low precision, shape and phase: fp32 time / low-precision time (DeepBench's training
+    sheets; the forward call as inference, the total as a training step), with the shape's FLOPs (input size =
+    hidden size, as DeepBench's problems have it)."""
+    table = published.load("deepbench_lstm")
+    rows = []
+    for card, (low, meaning) in DEEPBENCH_LOW.items():
+        mine = table[(table.card == card) & (table.phase == "train")]
+        pairs = mine[mine.precision == "fp32"].merge(mine[mine.precision == low], on=["hidden", "batch", "timesteps"],
+                                                     suffixes=("_fp32", "_low"))
+        for r in pairs.to_dict("records"):
+            shape = LSTMShape(batch=r["batch"], timesteps=r["timesteps"], features=r["hidden"], hidden=r["hidden"])
+            for phase, column in DEEPBENCH_PHASES.items():
+                fp32, other = r[f"{column}_fp32"], r[f"{column}_low"]
+                if not (np.isnan(fp32) or np.isnan(other)):  # the P100's pseudo-FP16 sheet has no total
+                    rows.append({"card": card, "gpu": r["gpu_fp32"], "precision": low, "meaning": meaning,
+                                 "phase": phase, "hidden": r["hidden"], "batch": r["batch"],
+                                 "timesteps": r["timesteps"], "fp32_ms": fp32, "low_ms": other,
+                                 "speedup": fp32 / other, "flops": shape.flops(phase)})
+    return pd.DataFrame(rows)
+
+
+def _mixed_precision() -> list[Verdict]:
+    """Claim 3's rule on DeepBench's cards with a low precision: parts (i) and (ii) at the shapes with the fewest
+    and the most FLOPs, the geometric mean over the phases given, on the single figures."""
+    table, out = deepbench_speedups(), []
+    for card, part in table.groupby("card", sort=False):
+        ends = {}
+        for end, pick in (("smallest", "idxmin"), ("largest", "idxmax")):
+            chosen = part.loc[part.groupby("phase").flops.agg(pick)]
+            ends[end] = (float(np.exp(np.log(chosen.speedup).mean())), chosen.iloc[0])
+        (small, s_row), (large, l_row) = ends["smallest"], ends["largest"]
+        part_i, part_ii = c03.SMALL_PART.decide(small, small), c03.LARGE_PART.decide(large, large)
+        outcome = settle(combine([c03.SMALL_PART.possible(small, small), c03.LARGE_PART.possible(large, large)]))
+        phases = " and ".join(_PHASE_WORDS[p] for p in sorted(part.phase.unique()))
+        text = (f"{part.precision.iloc[0]} ({part.meaning.iloc[0]}) over fp32, {part.gpu.iloc[0]}: {small:.2f}x at "
+                f"the smallest shape (H={s_row.hidden} T={s_row.timesteps} B={s_row.batch}), {large:.2f}x at the "
+                f"largest (H={l_row.hidden} T={l_row.timesteps} B={l_row.batch}); geometric mean over {phases}; "
+                f"range over its {len(part) // part.phase.nunique()} "
+                f"shapes {part.speedup.min():.2f}-{part.speedup.max():.2f}x; part (i) {PART_WORDS[part_i]}, part (ii) "
+                f"{PART_WORDS[part_ii]}; {POINT_ONLY}; training sheets, cuDNN alone")
+        out.append(Verdict(c03.NAME, c03.STATEMENT, hardware_id("deepbench", card), c03.SEED_FIGURE, large, text,
+                           outcome, c03.RULE))
+    return out + _gnmt_amp() + [_p100_thread()]
+
+
+def _gnmt_amp() -> list[Verdict]:
+    """GNMT's mixed precision over FP32/TF32 on one GPU: a whole 8-layer LSTM model at one size, so the rule's
+    small and large ends are not there; context."""
+    table = published.gnmt_training()
+    out = []
+    for row in table[table.gpus == 1].itertuples():
+        text = (f"GNMT v2 training, {row.framework} ({row.container}), {row.gpu}, 1 GPU, 128 sequences: mixed "
+                f"precision {row.mixed_tok_s:,} against {row.baseline} {row.baseline_tok_s:,} tokens/s, printed "
+                f"speed-up {row.speedup_printed:g}x. One model at one size: it shows whether mixed precision pays on "
+                f"a large LSTM, not the small-size cost the claim is about; {POINT_ONLY}")
+        out.append(Verdict(c03.NAME, c03.STATEMENT, hardware_id(row.source, f"{row.gpu} {row.baseline}"),
+                           c03.SEED_FIGURE, float(row.speedup_printed), text, Outcome.CONTEXT, c03.RULE))
+    return out
+
+
+def p100_thread() -> pd.DataFrame:
+    """pytorch/pytorch#1539: one cuDNN LSTM's forward + backward seconds on a P100 in FP32 and FP16, per cuDNN
+    version and batch size, and FP32 / FP16 (below 1: FP16 is slower)."""
+    figures = pd.DataFrame(published.cited()["pytorch-1539"]["figures"])
+    figures["fp32_s"] = figures.fp32_fwd_s + figures.fp32_bwd_s
+    figures["fp16_s"] = figures.fp16_fwd_s + figures.fp16_bwd_s
+    figures["speedup"] = figures.fp32_s / figures.fp16_s
+    return figures[["gpu", "cudnn", "batch_size", "fp32_s", "fp16_s", "speedup"]]
+
+
+def _p100_thread() -> Verdict:
+    table = p100_thread()
+    text = (f"FP32 / FP16 time of one cuDNN LSTM's forward and backward in PyTorch, P100, batch 32-128, cuDNN 6.0: "
+            f"{table.speedup.min():.2f}-{table.speedup.max():.2f}x, FP16 slower at every batch size (cuDNN then used "
+            f"FP32 math for FP16 inputs, the thread explains): no Tensor Cores, no gain at any size; {POINT_ONLY}")
+    return Verdict(c03.NAME, c03.STATEMENT, hardware_id("pytorch-1539", "P100"), c03.SEED_FIGURE,
+                   float(np.exp(np.log(table.speedup).mean())), text, Outcome.CONTEXT, c03.RULE)
+
+
+#: our precision -> DeepBench's V100 sheet beside it
+_V100_PRECISION = {"fp32": "fp32", "fp16": "fp16_mixed"}
+
+
+def beside_deepbench(results: pd.DataFrame, kernel: str, phase: str) -> pd.DataFrame:
+    """This study's GPU rows of `kernel` in `phase` at DeepBench's shapes (input size = hidden size) beside the
+    V100's published time of the same shape and precision: the training total for `train`, the forward call for
+    `inference`. Empty until a GPU set holds such rows. The methods differ (DeepBench skips the input GEMM and
+    queues 100 calls; we time whole calls in rounds), and so do the GPUs: the ratio is context, not a verdict."""
+    columns = ["hardware_id", "precision", "hidden", "batch", "timesteps", "ours_ms", "ours_lo_ms", "ours_hi_ms",
+               "v100_ms", "ours_over_v100"]
+    table = published.load("deepbench_lstm")
+    v100 = table[(table.card == "V100")].set_index(["precision", "hidden", "batch", "timesteps"])
+    column = DEEPBENCH_PHASES[phase]
+    rows = []
+    if not results.empty:
+        ok = results[(results.status == "ok") & results.hardware_id.str.startswith("cuda-") & (results.kernel == kernel)
+                     & (results.phase == phase) & (results.features == results.hidden)]
+        for r in ok.itertuples():
+            key = (_V100_PRECISION.get(r.precision, ""), r.hidden, r.batch, r.timesteps)
+            if key in v100.index:
+                theirs = float(v100.loc[key, column])
+                rows.append({"hardware_id": r.hardware_id, "precision": r.precision, "hidden": r.hidden,
+                             "batch": r.batch, "timesteps": r.timesteps, "ours_ms": r.median_s * 1e3,
+                             "ours_lo_ms": r.ci_low_s * 1e3, "ours_hi_ms": r.ci_high_s * 1e3, "v100_ms": theirs,
+                             "ours_over_v100": r.median_s * 1e3 / theirs})
+    return pd.DataFrame(rows, columns=columns)
+
+
+def baseline_beside_paper() -> pd.DataFrame:
+    """DeepBench's raw cuDNN forward time on the V100 at the shapes claim 4's GPU grid shares with DeepBench
+    (input size = hidden size): the kind of baseline the paper's Table 2 compares frameworks against."""
+    table = published.load("deepbench_lstm")
+    v100 = table[(table.card == "V100") & (table.precision == "fp32")]
+    grid = c04.CLAIM.parameters("cuda")
+    mine = v100[v100.hidden.isin(grid["hiddens"]) & v100.batch.isin(grid["batches"])
+                & v100.timesteps.isin(grid["timesteps"])]
+    return mine[["gpu", "cuda", "cudnn", "hidden", "batch", "timesteps", "forward_ms"]].reset_index(drop=True)
+
+
+def _frameworks_vs_baseline() -> list[Verdict]:
+    rows = baseline_beside_paper()
+    shown = "; ".join(f"H={r.hidden} B={r.batch} T={r.timesteps}: {r.forward_ms:.3f} ms" for r in rows.itertuples())
+    text = (f"DeepBench's raw cuDNN forward on the {rows.gpu.iloc[0]} (CUDA {rows.cuda.iloc[0]}, cuDNN "
+            f"{rows.cudnn.iloc[0]}) at the shapes claim 4's GPU grid shares with it: {shown}. The paper's baseline "
+            f"ran on a TITAN V; no PyTorch or TensorFlow figure was published on this V100, so no ratio and no "
+            f"verdict: the baseline alone, {POINT_ONLY}")
+    return [Verdict(c04.NAME, c04.STATEMENT, hardware_id("deepbench", "V100"), c04.SEED_FIGURE, None, text,
+                    Outcome.CONTEXT, c04.RULE)]
+
+
+# --- Max Woolf's IMDb BiLSTM logs -------------------------------------------------------------------------
+
+def woolf_runs() -> pd.DataFrame:
+    """One row per run of Woolf's logs: its epochs after the first (epoch 0 holds the start-up) as the samples
+    of the run's median epoch time."""
+    table = published.load("woolf_imdb_bilstm")
+    table = table[table.epoch > 0]
+    keys = ["source", "run", "device", "device_kind", "backend", "lstm_kernel", "tensorflow_build", "vcpus", "batch"]
+    out = (table.groupby(keys, dropna=False, sort=False).epoch_s.agg(list).rename("epochs_s").reset_index())
+    out["median_s"] = out.epochs_s.map(np.median)
+    return out
+
+
+def _ratio(slow: list[float], fast: list[float]) -> tuple[float, float, float]:
+    """Median epoch time over median epoch time, each run's epochs resampled on their own (runs apart in time)."""
+    return bootstrap_ratio(one_per_round(slow), one_per_round(fast))
+
+
+def woolf_fallback() -> pd.DataFrame:
+    """The K80's generic-LSTM epochs (July 2017) over its CuDNNLSTM epochs (November 2017): a fallback
+    ratio that mixes the kernel with a change of TensorFlow version between the two runs."""
+    runs = woolf_runs()
+    gpu = runs[(runs.device_kind == "gpu") & (runs.backend == "tensorflow")]
+    generic = gpu[gpu.lstm_kernel == "generic"].iloc[0]
+    cudnn = gpu[(gpu.lstm_kernel == "cudnn") & (gpu.device == generic.device)].iloc[0]
+    ratio, low, high = _ratio(generic.epochs_s, cudnn.epochs_s)
+    return pd.DataFrame([{"device": generic.device, "generic_source": generic.source, "generic_s": generic.median_s,
+                          "cudnn_source": cudnn.source, "cudnn_s": cudnn.median_s, "slowdown": ratio,
+                          "low": low, "high": high, "epochs": f"{len(generic.epochs_s)} and {len(cudnn.epochs_s)}"}])
+
+
+def _fallback() -> list[Verdict]:
+    row = woolf_fallback().iloc[0]
+    text = (f"{row.slowdown:.2f}x (95% CI {row.low:.2f}-{row.high:.2f}; median epoch, Keras's generic LSTM "
+            f"{row.generic_s:.1f} s over CuDNNLSTM {row.cudnn_s:.1f} s, {row['device']}, IMDb BiLSTM at batch 32, "
+            f"epochs 1-3 of each run). The two runs used two TensorFlow versions (July and November 2017): the ratio "
+            f"mixes the kernel with the version, whose CPU epochs also fell from about 130-160 s to about 80 s")
+    out = [Verdict(c01.NAME, c01.STATEMENT, hardware_id("woolf-2017-07+woolf-2017-11", "K80"), c01.SEED_FIGURE, row.slowdown,
+                   text, c01.BANDS.decide(row.low, row.high), c01.RULE, row.low, row.high)]
+    return out + [_thread_fallback(key, slowdown, gpu, said)
+                  for key, slowdown, gpu, said in _THREAD_FALLBACKS]
+
+
+def _figure(key: str, printed: str) -> float:
+    """A figure quoted from a cited source, found by the words the source printed (`cited.json`)."""
+    return float(next(f["value"] for f in published.cited()[key]["figures"] if f["printed"] == printed))
+
+
+#: issue threads that time one Keras LSTM both ways: (key, slowdown as printed, GPU, what they timed)
+_THREAD_FALLBACKS = (
+    ("tf-38236", "~25 times longer", "RTX 2080", "recurrent_dropout=0.1 against 0.0, one model.fit, TensorFlow 2.1"),
+    ("keras-8135", "factor of 7.8", "GTX 1080Ti", "Keras's generic LSTM against CuDNNLSTM at batch 300, one epoch, "
+                                                  "TensorFlow 1.5 nightly"),
+)
+
+
+def _thread_fallback(key: str, printed: str, gpu: str, said: str) -> Verdict:
+    slowdown = _figure(key, printed)
+    text = f"{slowdown:g}x (printed \"{printed}\"; {said}, {gpu}); {POINT_ONLY}"
+    return Verdict(c01.NAME, c01.STATEMENT, hardware_id(key, gpu), c01.SEED_FIGURE, slowdown, text,
+                   c01.BANDS.decide(slowdown, slowdown), c01.RULE)
+
+
+def woolf_cpu_vs_gpu() -> pd.DataFrame:
+    """Each GPU run of Woolf's TensorFlow logs against each CPU run of the same month: GPU / CPU median epoch
+    time at batch 32 (above 1: the CPU is faster), with the interval claim 2's rule decides each batch size on."""
+    runs = woolf_runs()
+    runs = runs[runs.backend == "tensorflow"]
+    rows = []
+    for source, part in runs.groupby("source", sort=False):
+        cpus = part[part.device_kind == "cpu"]
+        for gpu in part[part.device_kind == "gpu"].itertuples():
+            for cpu in cpus.itertuples():
+                ratio, low, high = _ratio(gpu.epochs_s, cpu.epochs_s)
+                faster = "CPU" if low > 1 else "GPU" if high < 1 else "undecided"
+                build = f" ({cpu.tensorflow_build} TensorFlow)" if isinstance(cpu.tensorflow_build, str) else ""
+                rows.append({"source": source, "gpu": gpu.device, "lstm_kernel": gpu.lstm_kernel,
+                             "cpu": f"{cpu.device}{build}", "batch": gpu.batch, "gpu_s": gpu.median_s,
+                             "cpu_s": cpu.median_s, "gpu_over_cpu": ratio, "low": low, "high": high,
+                             "faster": faster})
+    return pd.DataFrame(rows)
+
+
+def _cpu_vs_gpu() -> list[Verdict]:
+    table, out = woolf_cpu_vs_gpu(), []
+    for (source, gpu, kernel), part in table.groupby(["source", "gpu", "lstm_kernel"], sort=False):
+        sides = sorted(part.faster.unique())
+        side = f"the {sides[0]} is faster against every CPU run" if len(sides) == 1 else "mixed: " + ", ".join(sides)
+        text = (f"{gpu} ({'CuDNNLSTM' if kernel == 'cudnn' else 'Keras generic LSTM'}) over {len(part)} CPU runs, "
+                f"median epoch GPU/CPU {part.gpu_over_cpu.min():.2f}-{part.gpu_over_cpu.max():.2f} (95% CIs "
+                f"{part.low.min():.2f}-{part.high.max():.2f}) at batch 32: {side}. The logs have one batch size, so "
+                f"they cannot test the crossover the claim states")
+        out.append(Verdict(c02.NAME, c02.STATEMENT, hardware_id(source, f"{gpu.removeprefix('NVIDIA ')} {kernel}"),
+                           c02.SEED_FIGURE, float(np.exp(np.log(part.gpu_over_cpu).mean())), text, Outcome.CONTEXT,
+                           c02.RULE))
+    return out + [_titan_thread()]
+
+
+def titan_thread() -> pd.DataFrame:
+    """keras-team/keras#8885's seconds per epoch of the IMDb BiLSTM, Keras 2.1.2's generic LSTM, per backend and
+    host: each GPU's over the host CPU's (above 1: the CPU is faster)."""
+    figures = pd.DataFrame(published.cited()["keras-8885"]["figures"])
+    rows = []
+    for (backend, host), part in figures.groupby(["backend", "host_cpu"], sort=False):
+        cpu = part[part.device == "CPU"].value.iloc[0]
+        for gpu in part[part.device != "CPU"].itertuples():
+            rows.append({"backend": backend, "host": host, "gpu": gpu.device, "gpu_s": gpu.value, "cpu_s": cpu,
+                         "gpu_over_cpu": gpu.value / cpu})
+    return pd.DataFrame(rows)
+
+
+def _titan_thread() -> Verdict:
+    tf = titan_thread()
+    tf = tf[tf.backend.str.startswith("Tensorflow")]
+    text = (f"Keras's generic LSTM on TensorFlow 1.5, IMDb BiLSTM, seconds per epoch: GPU/CPU "
+            f"{tf.gpu_over_cpu.min():.2f}-{tf.gpu_over_cpu.max():.2f} over a TITAN V and a TITAN Xp on two Xeon hosts: "
+            f"the CPU is faster on every pair at the example's one batch size, so the crossover cannot be tested "
+            f"(on CNTK both GPUs are faster); {POINT_ONLY}")
+    return Verdict(c02.NAME, c02.STATEMENT, hardware_id("keras-8885", "TITAN V and TITAN Xp generic"),
+                   c02.SEED_FIGURE, float(np.exp(np.log(tf.gpu_over_cpu).mean())), text, Outcome.CONTEXT, c02.RULE)
+
+
+# --- NVIDIA's GNMT: data parallel over 1-8 GPUs -----------------------------------------------------------
+
+def _parallel() -> list[Verdict]:
+    """GNMT's throughput over GPUs, each GPU with its own 128 sequences (data parallel): the data-parallel half
+    of claim 7. No published source trains an LSTM model-parallel on the same GPUs: no ratio, no verdict."""
+    table = published.gnmt_training()
+    out = []
+    for (source, gpu), part in table.groupby(["source", "gpu"], sort=False):
+        most = part[part.gpus == part.gpus.max()].iloc[0]
+        scaled = ", ".join(f"{r.gpus} GPUs {r.scaling_baseline_printed:g}x / {r.scaling_mixed_printed:g}x"
+                           for r in part[part.gpus > 1].itertuples())
+        text = (f"GNMT v2 (8-layer LSTM) data-parallel training, {most.framework}, {gpu}: throughput over one GPU, "
+                f"{most.baseline} / mixed precision, as printed ({most.scaling} scaling in the README's words, 128 "
+                f"sequences per GPU): {scaled}. No published model-parallel (pipelined) figure on the same GPUs, so "
+                f"the claim's comparison cannot be formed; {POINT_ONLY}")
+        out.append(Verdict(c07.NAME, c07.STATEMENT, hardware_id(source, gpu), c07.SEED_FIGURE, None, text,
+                           Outcome.CONTEXT, c07.RULE))
+    return out
+
+
+# --- every claim --------------------------------------------------------------------------------------------
+
+#: claim number -> its published verdicts and context (claims 5 and 6: no published data bears on them)
+RULES: dict[str, Callable[[], list[Verdict]]] = {
+    "01": _fallback, "02": _cpu_vs_gpu, "03": _mixed_precision, "04": _frameworks_vs_baseline, "07": _parallel,
+}
+
+
+def verdicts(number: str) -> list[Verdict]:
+    """The published verdicts and context of one claim (none where no published data bears on it)."""
+    return RULES[number]() if number in RULES else []
+
+
+def table(number: str) -> pd.DataFrame:
+    """A claim's published verdicts as its page shows them: source, GPU, figure, interval, outcome."""
+    return pd.DataFrame([{"source": " and ".join(sources_of(v.hardware_id)), "published on": v.hardware_id.split("/", 1)[1],
+                          "what it shows": v.ours_text,
+                          "95% interval": f"{v.low:.3g}-{v.high:.3g}" if v.low is not None else "none (point only)",
+                          "verdict": v.outcome.value} for v in verdicts(number)],
+                        columns=["source", "published on", "what it shows", "95% interval", "verdict"])

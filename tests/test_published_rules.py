@@ -1,0 +1,149 @@
+"""What others published, judged by the claims' own rules: a kind of evidence of its own, shown beside this
+study's and never counted as it."""
+
+from __future__ import annotations
+
+import json
+import math
+
+import pandas as pd
+import pytest
+
+from lstmstudy import ledger, notebook, published, published_rules
+from lstmstudy.claims import PUBLISHED, Outcome, lookup
+from lstmstudy.claims import cudnn_fallback as c01
+from lstmstudy.claims import mixed_precision as c03
+
+CLAIMS_WITH_PUBLISHED = ("01", "02", "03", "04", "07")
+
+
+@pytest.mark.parametrize("number", CLAIMS_WITH_PUBLISHED)
+def test_a_published_verdict_is_its_own_kind_and_never_counts(number):
+    found = published_rules.verdicts(number)
+    assert found
+    for verdict in found:
+        assert verdict.evidence == PUBLISHED and not verdict.counts
+        for source in published_rules.sources_of(verdict.hardware_id):
+            assert published.citation(source)  # every source is cited from references.bib
+
+
+def test_claims_without_published_data_have_none():
+    assert published_rules.verdicts("05") == published_rules.verdicts("06") == []
+
+
+def test_claim_3_rule_on_deepbench_v100_from_the_hand_read_cells():
+    """The V100's smallest shape (hidden 512, batch 16, 25 steps) read off the workbook by hand: forward 1.095 ms
+    in FP32 and 0.441 ms in mixed precision, training total 2.197 and 1.411 ms: 1.97x, above the rule's 1.05, so
+    part (i) fails; the largest shape's speed-up is far above 1.10, so part (ii) holds: partly, point only."""
+    v100 = next(v for v in published_rules.verdicts("03") if v.hardware_id == "published:deepbench/V100")
+    small = math.sqrt(1.095 / 0.441 * 2.197 / 1.411)
+    assert f"{small:.2f}x at the smallest shape (H=512 T=25 B=16)" in v100.ours_text
+    assert small > c03.SMALL_MAX and v100.ours > c03.LARGE_MIN
+    assert v100.outcome == Outcome.PARTLY and v100.low is None and "point only" in v100.ours_text
+
+
+def test_the_p100_pseudo_fp16_sheet_is_judged_on_its_forward_calls_only():
+    speedups = published_rules.deepbench_speedups()
+    assert set(speedups[speedups.card == "P100"].phase) == {"inference"}
+    assert set(speedups[speedups.card == "V100"].phase) == {"inference", "train"}
+    assert len(speedups[(speedups.card == "V100") & (speedups.phase == "train")]) == 22
+
+
+def test_woolf_fallback_decides_on_an_interval_over_epochs_and_names_the_version_change():
+    row = published_rules.woolf_fallback().iloc[0]
+    assert row.low < row.slowdown < row.high and row.epochs == "3 and 3"
+    verdict = published_rules.verdicts("01")[0]
+    assert verdict.outcome == c01.BANDS.decide(row.low, row.high) == Outcome.EXCEEDS
+    assert "two TensorFlow versions" in verdict.ours_text
+
+
+def test_an_issue_thread_figure_is_quoted_and_judged_on_its_point():
+    thread = next(v for v in published_rules.verdicts("01") if v.hardware_id.startswith("published:keras-8135/"))
+    assert thread.ours == 7.8 and '"factor of 7.8"' in thread.ours_text and thread.outcome == Outcome.EXCEEDS
+
+
+def test_one_batch_size_cannot_test_the_crossover():
+    table = published_rules.woolf_cpu_vs_gpu()
+    assert set(table.batch) == {32}
+    generic = table[table.lstm_kernel == "generic"]
+    assert (generic.faster == "CPU").all() and (table[table.lstm_kernel == "cudnn"].faster == "GPU").all()
+    for verdict in published_rules.verdicts("02"):
+        assert verdict.outcome == Outcome.CONTEXT and "crossover" in verdict.ours_text
+
+
+@pytest.mark.parametrize("number", ("04", "07"))
+def test_no_framework_or_model_parallel_figure_means_no_verdict(number):
+    assert {v.outcome for v in published_rules.verdicts(number)} == {Outcome.CONTEXT}
+
+
+def test_the_cited_figures_are_verbatim_rows_of_their_quotes():
+    for entry in published.cited().values():
+        quoted = "\n".join(q["text"] for q in entry["quotes"])
+        for row in entry.get("rows", []):
+            assert row["printed_row"] in quoted
+            assert all(cell in row["printed_row"] for cell in row["printed_cells"])
+        for figure in entry.get("figures", []):
+            assert figure["printed"].removeprefix("<td>").removesuffix("</td>") in quoted
+
+
+def test_the_gnmt_table_keeps_the_printed_speedups():
+    gnmt = published.gnmt_training()
+    tf_a100 = gnmt[(gnmt.framework == "tensorflow") & (gnmt.gpu == "A100 40GB") & (gnmt.gpus == 1)].iloc[0]
+    assert (tf_a100.speedup_printed, tf_a100.baseline) == (0.96, "TF32")
+    assert tf_a100.mixed_tok_s / tf_a100.baseline_tok_s == pytest.approx(0.96, abs=0.005)
+
+
+@pytest.mark.parametrize(("claim", "kernel", "phase", "precisions"),
+                         [("03", "torch.fused", "train", {"fp32", "fp16"}), ("04", "torch.raw", "inference", {"fp32"})])
+def test_the_gpu_grids_hold_every_deepbench_shape(claim, kernel, phase, precisions):
+    shapes = set(published.deepbench_shapes())
+    assert len(shapes) == 22
+    for kind, expected in (("cuda", shapes), ("cpu", set())):
+        points = [p for p in lookup([claim])[0].points(kind) if p.kernel == kernel and p.phase == phase
+                  and p.shape.features == p.shape.hidden]
+        found = {(p.shape.hidden, p.shape.batch, p.shape.timesteps) for p in points if p.precision in precisions}
+        assert shapes & found == expected, kind
+
+
+def test_a_gpu_row_at_a_deepbench_shape_lands_beside_the_v100():
+    row = {"hardware_id": "cuda-h100", "status": "ok", "kernel": "torch.fused", "phase": "train",
+           "precision": "fp16", "hidden": 512, "batch": 16, "timesteps": 25, "features": 512,
+           "median_s": 0.0007055, "ci_low_s": 0.0007, "ci_high_s": 0.00071}
+    cpu = {**row, "hardware_id": "cpu-x"}
+    beside = published_rules.beside_deepbench(pd.DataFrame([row, cpu]), "torch.fused", "train")
+    assert len(beside) == 1 and beside.v100_ms.iloc[0] == 1.411  # the V100's mixed-precision total
+    assert beside.ours_over_v100.iloc[0] == pytest.approx(0.5)
+    assert published_rules.beside_deepbench(pd.DataFrame(), "torch.fused", "train").empty
+
+
+def test_the_ledger_shows_published_rows_in_a_column_of_their_own_and_counts_them_apart(ledger_table):
+    others = ledger_table[ledger_table.evidence == PUBLISHED]
+    assert set(others.claim) == set(CLAIMS_WITH_PUBLISHED)
+    own = ledger_table[ledger_table.evidence != PUBLISHED]
+    with_them, without = ledger.counts(ledger_table), ledger.counts(own)
+    assert {k: v for k, v in with_them.items() if not k.startswith("published")} == {
+        k: v for k, v in without.items() if not k.startswith("published")}
+    assert with_them["published"] == len(others) and without["published"] == 0
+    assert ledger.result_sets(ledger_table) == ledger.result_sets(own)
+    lines = ledger.to_markdown(ledger_table).splitlines()
+    assert lines[0].endswith("| published by others (not counted) |")
+    published_lines = [line for line in lines if "published:" not in line and "{cite:p}`deepbench`: *" in line]
+    assert published_lines and all("|  |  |  |" in line for line in published_lines)
+
+
+def test_the_conclusions_say_what_the_published_sources_show(ledger_table):
+    text = ledger.conclusions(ledger_table)
+    assert "**What others published on GPUs:**" in text and "never counted" in text
+    assert "Published by others, on their GPUs (not counted as ours)" in text
+
+
+def test_a_page_glues_the_published_rows_it_shows():
+    glued = notebook.published_glue("03")
+    assert glued["c03_published_count"] == str(len(published_rules.verdicts("03")))
+    assert "deepbench/V100: partly" in glued["c03_published"]
+
+
+def test_cited_json_names_each_source_once():
+    entries = json.loads((published.SOURCES_DIR / "cited.json").read_text())["sources"]
+    keys = [e["key"] for e in entries]
+    assert len(keys) == len(set(keys)) and all(e["found"] for e in entries)
