@@ -38,8 +38,7 @@ pytestmark = pytest.mark.slow
 FLAGS = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",
          "--disable-background-networking", "--disable-component-update", "--disable-sync",
          "--disable-dev-shm-usage", "--hide-scrollbars"]
-SCREENSHOTS = {"ledger": "book/ledger.html", "claim-01": "book/claims/01_cudnn_fallback.html",
-               "published": "book/published.html"}
+SCREENSHOTS = {"ledger": "book/ledger.html", "claim-01": "book/claims/01_cudnn_fallback.html"}
 IGNORED_REQUESTS = {"/favicon.ico"}  # asked for by the browser itself, not by a page
 
 
