@@ -16,10 +16,12 @@ def test_median_agrees_with_torch_utils_benchmark():
     """Our timer and torch's, on the same fixed CPU workload and thread count, agree within 5%."""
     a = torch.randn(384, 384)  # ~1 ms a call: long enough that a scheduler hiccup is not the median
     work = lambda: torch.mm(a, a)  # noqa: E731
+    ours, theirs = float("inf"), float("inf")
     for _attempt in range(5):  # a shared 2-core machine can be disturbed; a real disagreement persists
-        ours = timing.measure(work, warmup=20, min_time=0.5, max_time=1.0, threads=1).median
+        # each timer's least disturbed median so far: load from the other test worker slows one burst, not all
+        ours = min(ours, timing.measure(work, warmup=20, min_time=0.5, max_time=1.0, threads=1).median)
         timer = benchmark.Timer("work()", globals={"work": work}, num_threads=1)
-        theirs = timer.blocked_autorange(min_run_time=0.5).median
+        theirs = min(theirs, timer.blocked_autorange(min_run_time=0.5).median)
         if abs(ours - theirs) / theirs < 0.05:
             return
     pytest.fail(f"timing.measure median {ours * 1e6:.1f} us vs torch.utils.benchmark {theirs * 1e6:.1f} us")
