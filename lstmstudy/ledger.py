@@ -15,7 +15,7 @@ from pathlib import Path
 import pandas as pd
 
 from lstmstudy import published, published_rules, results
-from lstmstudy.claims import CPU_ANALOGUE, GPU, PUBLISHED, Claim, Outcome, registry
+from lstmstudy.claims import CPU_ANALOGUE, GPU, PUBLISHED, PUBLISHED_PREFIX, Claim, Outcome, registry
 from lstmstudy.toc import TOC, claim_pages
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -112,7 +112,7 @@ def _cites(keys: str) -> str:
 def published_label(hardware: str) -> str:
     """A published verdict's source and GPU with its citation: '`deepbench/V100` {cite:p}`deepbench`'."""
     keys = ", ".join(published.citation(source) for source in published_rules.sources_of(hardware))
-    return f"`{hardware.removeprefix('published:')}`{_cites(keys)}"
+    return f"`{hardware.removeprefix(PUBLISHED_PREFIX)}`{_cites(keys)}"
 
 
 def to_markdown(ledger: pd.DataFrame) -> str:
@@ -174,7 +174,7 @@ def counts(ledger: pd.DataFrame) -> dict[str, int]:
             "gpu_sets": int(hardware.str.startswith("cuda-").sum()),
             "cpu_sets": int(hardware.str.startswith("cpu-").sum()),
             "published": int(len(others)),
-            "published_sources": len({s for h in others["hardware"] for s in published_rules.sources_of(h)})}
+            "published_sources": len(_sources(others))}
 
 
 def sentences(ledger: pd.DataFrame) -> list[str]:
@@ -211,15 +211,19 @@ def _published(rows: pd.DataFrame) -> str:
     """' Published by others (not counted): 3 sources; reproduced by ..., context from ...' for one statement."""
     if rows.empty:
         return ""
-    sources = {s for h in rows["hardware"] for s in published_rules.sources_of(h)}
     parts = []
-    for outcome in [*_PHRASES, Outcome.CONTEXT.value]:
+    for outcome, phrase in [*((o, f"{p} on") for o, p in _PHRASES.items()),
+                            (Outcome.CONTEXT.value, "context, no verdict, from")]:
         hits = rows[rows["verdict"] == outcome]
         if not hits.empty:
-            phrase = "context, no verdict," if outcome == Outcome.CONTEXT.value else _PHRASES[outcome]
-            parts.append(f"{phrase} {'from' if outcome == Outcome.CONTEXT.value else 'on'} {', '.join(published_label(h) for h in hits['hardware'])}")
-    return (f" Published by others, on their GPUs (not counted as ours): {len(sources)} source(s); "
+            parts.append(f"{phrase} {', '.join(published_label(h) for h in hits['hardware'])}")
+    return (f" Published by others, on their GPUs (not counted as ours): {len(_sources(rows))} source(s); "
             f"{'; '.join(parts)}.")
+
+
+def _sources(rows: pd.DataFrame) -> set[str]:
+    """The published sources behind some published rows of the ledger, each once."""
+    return {source for hardware in rows["hardware"] for source in published_rules.sources_of(hardware)}
 
 
 def _outcomes(rows: pd.DataFrame, *, bold: bool) -> str:
@@ -239,9 +243,8 @@ def published_summary(ledger: pd.DataFrame, number: str) -> str:
     rows = ledger[(ledger["claim"] == number) & (ledger["evidence"] == PUBLISHED)]
     if rows.empty:
         return "none"
-    sources = {s for h in rows["hardware"] for s in published_rules.sources_of(h)}
     outcomes = rows["verdict"].value_counts()
-    return (f"{len(sources)} source(s): "
+    return (f"{len(_sources(rows))} source(s): "
             + ", ".join(f"{outcome} ({n})" for outcome, n in outcomes.sort_index().items()))
 
 

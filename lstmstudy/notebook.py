@@ -99,10 +99,11 @@ def glue_verdicts(prefix: str, verdicts: Sequence[Verdict]) -> None:
         glue(key, value, display=False)
 
 
-def published_glue(number: str) -> dict[str, str]:
+def published_glue(number: str, found: Sequence[Verdict] | None = None) -> dict[str, str]:
     """What `glue_published` glues for a claim page: how many published verdicts and context rows bear on the
-    claim (`c{number}_published_count`) and each one's source, GPU and outcome (`c{number}_published`)."""
-    found = published_rules.verdicts(number)
+    claim (`c{number}_published_count`) and each one's source, GPU and outcome (`c{number}_published`);
+    `found`: the claim's `published_rules.verdicts(number)`, where the caller has them already."""
+    found = published_rules.verdicts(number) if found is None else found
     listed = "; ".join(f"{v.hardware_id.removeprefix(PUBLISHED_PREFIX)}: {v.outcome.value}" for v in found)
     return {f"c{number}_published_count": str(len(found)), f"c{number}_published": listed or "none"}
 
@@ -111,6 +112,7 @@ def glue_published(number: str) -> pd.DataFrame:
     """Glue `published_glue(number)` into the page's prose and return the published table the page shows."""
     from myst_nb import glue
 
-    for key, value in published_glue(number).items():
+    found = published_rules.verdicts(number)  # once: each bootstraps Woolf's epochs
+    for key, value in published_glue(number, found).items():
         glue(key, value, display=False)
-    return published_rules.table(number)
+    return published_rules.table(number, found)

@@ -12,7 +12,7 @@ claim did not name), the verdict is `CONTEXT` and its text says what the data ca
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 
 import numpy as np
 import pandas as pd
@@ -25,7 +25,7 @@ from lstmstudy.claims import frameworks_vs_baseline as c04
 from lstmstudy.claims import mixed_precision as c03
 from lstmstudy.claims import parallel_training as c07
 from lstmstudy.shapes import LSTMShape
-from lstmstudy.stats import bootstrap_ratio, one_per_round
+from lstmstudy.stats import bootstrap_ratio, geomean, one_per_round
 
 POINT_ONLY = "point only: the source publishes one figure, no repeat to form an interval from"
 #: DeepBench's phases as the study's: its forward call stands for inference, its total for a training step
@@ -79,7 +79,7 @@ def _mixed_precision() -> list[Verdict]:
         ends = {}
         for end, pick in (("smallest", "idxmin"), ("largest", "idxmax")):
             chosen = part.loc[part.groupby("phase").flops.agg(pick)]
-            ends[end] = (float(np.exp(np.log(chosen.speedup).mean())), chosen.iloc[0])
+            ends[end] = (geomean(chosen.speedup), chosen.iloc[0])
         (small, s_row), (large, l_row) = ends["smallest"], ends["largest"]
         part_i, part_ii = c03.SMALL_PART.decide(small, small), c03.LARGE_PART.decide(large, large)
         outcome = settle(combine([c03.SMALL_PART.possible(small, small), c03.LARGE_PART.possible(large, large)]))
@@ -126,7 +126,7 @@ def _p100_thread() -> Verdict:
             f"{table.speedup.min():.2f}-{table.speedup.max():.2f}x, FP16 slower at every batch size (cuDNN then used "
             f"FP32 math for FP16 inputs, the thread explains): no Tensor Cores, no gain at any size; {POINT_ONLY}")
     return Verdict(c03.NAME, c03.STATEMENT, hardware_id("pytorch-1539", "P100"), c03.SEED_FIGURE,
-                   float(np.exp(np.log(table.speedup).mean())), text, Outcome.CONTEXT, c03.RULE)
+                   geomean(table.speedup), text, Outcome.CONTEXT, c03.RULE)
 
 
 #: our precision -> DeepBench's V100 sheet beside it
@@ -273,7 +273,7 @@ def _cpu_vs_gpu() -> list[Verdict]:
                 f"{part.low.min():.2f}-{part.high.max():.2f}) at batch 32: {side}. The logs have one batch size, so "
                 f"they cannot test the crossover the claim states")
         out.append(Verdict(c02.NAME, c02.STATEMENT, hardware_id(source, f"{gpu.removeprefix('NVIDIA ')} {kernel}"),
-                           c02.SEED_FIGURE, float(np.exp(np.log(part.gpu_over_cpu).mean())), text, Outcome.CONTEXT,
+                           c02.SEED_FIGURE, geomean(part.gpu_over_cpu), text, Outcome.CONTEXT,
                            c02.RULE))
     return out + [_titan_thread()]
 
@@ -299,7 +299,7 @@ def _titan_thread() -> Verdict:
             f"the CPU is faster on every pair at the example's one batch size, so the crossover cannot be tested "
             f"(on CNTK both GPUs are faster); {POINT_ONLY}")
     return Verdict(c02.NAME, c02.STATEMENT, hardware_id("keras-8885", "TITAN V and TITAN Xp generic"),
-                   c02.SEED_FIGURE, float(np.exp(np.log(tf.gpu_over_cpu).mean())), text, Outcome.CONTEXT, c02.RULE)
+                   c02.SEED_FIGURE, geomean(tf.gpu_over_cpu), text, Outcome.CONTEXT, c02.RULE)
 
 
 # --- NVIDIA's GNMT: data parallel over 1-8 GPUs -----------------------------------------------------------
@@ -335,10 +335,12 @@ def verdicts(number: str) -> list[Verdict]:
     return RULES[number]() if number in RULES else []
 
 
-def table(number: str) -> pd.DataFrame:
-    """A claim's published verdicts as its page shows them: source, GPU, figure, interval, outcome."""
-    return pd.DataFrame([{"source": " and ".join(sources_of(v.hardware_id)), "published on": v.hardware_id.split("/", 1)[1],
-                          "what it shows": v.ours_text,
+def table(number: str, found: Sequence[Verdict] | None = None) -> pd.DataFrame:
+    """A claim's published verdicts as its page shows them: source, GPU, figure, interval, outcome (`found`: the
+    claim's `verdicts(number)`, where the caller has them already)."""
+    found = verdicts(number) if found is None else found
+    return pd.DataFrame([{"source": " and ".join(sources_of(v.hardware_id)),
+                          "published on": v.hardware_id.split("/", 1)[1], "what it shows": v.ours_text,
                           "95% interval": f"{v.low:.3g}-{v.high:.3g}" if v.low is not None else "none (point only)",
-                          "verdict": v.outcome.value} for v in verdicts(number)],
+                          "verdict": v.outcome.value} for v in found],
                         columns=["source", "published on", "what it shows", "95% interval", "verdict"])
