@@ -43,6 +43,8 @@ COLUMNS = ["claim", "statement", "source", "citations", "seed figure", "hardware
 _PHRASES = {Outcome.REPRODUCED.value: "reproduced", Outcome.EXCEEDS.value: "exceeds the seed",
             Outcome.PARTLY.value: "partly reproduced", Outcome.NOT_REPRODUCED.value: "not reproduced",
             Outcome.INCONCLUSIVE.value: "inconclusive"}
+#: the outcomes that carry no verdict: nothing measurable, or a measurement whose noise was not assessed
+_NO_VERDICT = (Outcome.NOT_MEASURED.value, Outcome.NOT_ASSESSED.value)
 
 
 # --- the table --------------------------------------------------------------------------------------
@@ -50,7 +52,7 @@ _PHRASES = {Outcome.REPRODUCED.value: "reproduced", Outcome.EXCEEDS.value: "exce
 def table(root: Path | None = None, *, claims: Sequence[Claim] | None = None, toc: Path = TOC) -> pd.DataFrame:
     """One row per claim and stored hardware set: the seed's figure, ours, the verdict and the page.
 
-    Verdicts come from each claim's `verdicts(results.load(name, root))`, each with its own statement, seed
+    Verdicts come from each claim's `judge(results.load(name, root))`, each with its own statement, seed
     figure and rule (claim 4 judges the paper's Mode 1 vs Mode 2 beside its own claim); a claim with no
     stored result set gets one row that says so (verdict: not measured). `evidence` says what a verdict tests: the
     seed's GPU claim (a GPU set) or its CPU analogue (a CPU set), which never counts as a reproduction. Rows of
@@ -64,7 +66,7 @@ def table(root: Path | None = None, *, claims: Sequence[Claim] | None = None, to
         base = {"claim": number, "statement": claim.statement, "source": source, "citations": ", ".join(keys),
                 "seed figure": claim.seed_figure, "rule": claim.rule, "page": pages.get(number, "")}
         frame = results.load(claim.name, root)
-        verdicts = claim.verdicts(frame)
+        verdicts = claim.judge(frame)
         if not verdicts:
             rows.append({**base, "hardware": "", "evidence": "", "our figure": "no stored result set",
                          "verdict": Outcome.NOT_MEASURED.value, "timing": ""})
@@ -160,7 +162,7 @@ def counts(ledger: pd.DataFrame) -> dict[str, int]:
     hardware = pd.Series(result_sets(ledger), dtype=str)
     others = ledger[ledger["evidence"] == PUBLISHED]
     ledger = ledger[ledger["evidence"] != PUBLISHED]
-    measured = ledger[ledger["verdict"] != Outcome.NOT_MEASURED.value]
+    measured = ledger[~ledger["verdict"].isin(_NO_VERDICT)]
     gpu = measured[measured["evidence"] == GPU]["verdict"].value_counts()
     return {"claims": int(ledger["claim"].nunique()), "verdicts": int(len(ledger)),
             "gpu_verdicts": int(gpu.sum()),
@@ -171,6 +173,7 @@ def counts(ledger: pd.DataFrame) -> dict[str, int]:
             "inconclusive": int(gpu.get(Outcome.INCONCLUSIVE.value, 0)),
             "cpu_analogues": int((measured["evidence"] == CPU_ANALOGUE).sum()),
             "not_measured": int((ledger["verdict"] == Outcome.NOT_MEASURED.value).sum()),
+            "not_assessed": int((ledger["verdict"] == Outcome.NOT_ASSESSED.value).sum()),
             "gpu_sets": int(hardware.str.startswith("cuda-").sum()),
             "cpu_sets": int(hardware.str.startswith("cpu-").sum()),
             "published": int(len(others)),
@@ -186,7 +189,11 @@ def sentences(ledger: pd.DataFrame) -> list[str]:
         first = rows.iloc[0]
         head = (f"{_page_ref(number, first['page'])}: *{_md(first['statement'])}*. "
                 f"The seed: {_md(first['seed figure'])}.")
-        measured = rows[rows["verdict"] != Outcome.NOT_MEASURED.value]
+        measured = rows[~rows["verdict"].isin(_NO_VERDICT)]
+        unassessed = [h for h in rows.loc[rows["verdict"] == Outcome.NOT_ASSESSED.value, "hardware"] if h]
+        if unassessed:
+            head += (f" No verdict on {', '.join(f'`{h}`' for h in unassessed)}: timed in one burst per row, so "
+                     f"its noise was not assessed.")
         if measured.empty:
             stored = [h for h in rows["hardware"] if h]
             where = f"the stored sets ({', '.join(f'`{h}`' for h in stored)})" if stored else "any stored hardware set"
@@ -270,7 +277,9 @@ def conclusions(ledger: pd.DataFrame) -> str:
                           f"{n['exceeds']} above the seed's range, {n['partly']} partly reproduced, "
                           f"{n['not_reproduced']} not reproduced and {n['inconclusive']} inconclusive.")
     paragraphs.append(f"The CPU sets give {n['cpu_analogues']} verdicts on CPU analogues; {n['not_measured']} "
-                      f"verdicts could not be measured on the hardware at hand.")
+                      f"verdicts could not be measured on the hardware at hand, and {n['not_assessed']} give no "
+                      f"verdict because their set was timed in one burst per row, before interleaved rounds "
+                      f"existed, so its run-to-run noise was not assessed.")
     if n["published"]:
         paragraphs.append(f"**What others published on GPUs:** {n['published_sources']} sources bear on the claims, in "
                           f"{n['published']} verdicts and context rows ({{doc}}`published`). They are judged by the "

@@ -66,11 +66,11 @@ def gpu_note(results: pd.DataFrame, claim: str, what: str = "The GPU side of thi
 
 
 def verdict_table(verdicts: Sequence[Verdict]) -> pd.DataFrame:
-    """The verdicts as the page shows them: what each tests (`GPU` or `CPU analogue`) and the interval the rule
-    decided on, where it decides on one."""
+    """The verdicts as the page shows them: what each tests (`GPU` or `CPU analogue`) and every interval the rule
+    decided on, where it decides on intervals."""
     return pd.DataFrame([{"hardware": v.hardware_id, "evidence": v.evidence, "statement": v.statement,
                           "seed": v.seed_figure, "ours": v.ours_text,
-                          "95% interval": f"{v.low:.3g}-{v.high:.3g}" if v.low is not None else "none (point rule)",
+                          "95% interval": v.interval_text,
                           "verdict": v.outcome.value, "rule": v.rule} for v in verdicts])
 
 

@@ -52,7 +52,9 @@ def test_speedup_is_fp32_over_low_precision():
 
 
 @pytest.mark.parametrize(("small", "large", "expected"), [
-    (1.0, 1.5, Outcome.REPRODUCED),          # not faster when small, faster when large
+    (0.9, 1.5, Outcome.REPRODUCED),          # slower when small (the casts cost more), faster when large
+    (0.95, 1.16, Outcome.REPRODUCED),        # close to both edges, each interval on its side
+    (1.03, 1.5, Outcome.PARTLY),             # no slower when small: part (i) fails, as the seed's "greater" needs
     (1.3, 1.5, Outcome.PARTLY),              # faster everywhere: part (i) fails
     (0.8, 1.05, Outcome.PARTLY),             # slower when small, no gain when large: part (ii) fails
     (1.3, 1.0, Outcome.NOT_REPRODUCED),      # the reverse of the claim
@@ -72,31 +74,45 @@ def test_an_interval_across_a_threshold_is_inconclusive(small, large):
     assert verdict.low < verdict.ours < verdict.high
 
 
-def test_the_phases_are_combined_by_geometric_mean():
-    inference = frame(CPU, 1.0, 1.5, phases=("inference",))
-    train = frame(CPU, 1.2, 1.5, phases=("train",))  # geometric mean of 1.0 and 1.2 is 1.095 > 1.05
-    verdict = claim.verdicts(pd.concat([inference, train], ignore_index=True))[0]
-    assert verdict.outcome == Outcome.PARTLY
-    assert "1.10x (95% CI 1.07-1.11) at the smallest" in verdict.ours_text and verdict.ours == pytest.approx(1.5)
+@pytest.mark.parametrize(("inference", "train", "expected"), [
+    ((0.9, 1.5), (1.3, 1.0), Outcome.REPRODUCED),  # training says the reverse: it does not decide
+    ((1.2, 1.5), (0.8, 1.5), Outcome.PARTLY),      # training alone would reproduce it
+])
+def test_inference_decides_and_training_is_shown_beside_it(inference, train, expected):
+    data = pd.concat([frame(CPU, *inference, phases=("inference",)), frame(CPU, *train, phases=("train",))],
+                     ignore_index=True)
+    (verdict,) = claim.verdicts(data)
+    assert verdict.outcome == expected and verdict.ours == pytest.approx(inference[1])
+    decided, beside = verdict.ours_text.split("training, beside it and not deciding: ")
+    assert f"{inference[0]:.2f}x" in decided and f"{train[0]:.2f}x" in beside
+    # the page shows both intervals that decided, each with its part
+    assert [name for name, _, _ in verdict.parts] == ["part (i)", "part (ii)"]
+    assert verdict.parts[0][1] < inference[0] < verdict.parts[0][2]
+    assert "part (i)" in verdict.interval_text and "part (ii)" in verdict.interval_text
+
+
+def test_training_alone_is_not_measured():
+    (verdict,) = claim.verdicts(frame(CPU, 0.9, 1.5, phases=("train",)))
+    assert verdict.outcome == Outcome.NOT_MEASURED and "inference" in verdict.ours_text
 
 
 def test_the_headline_precision_depends_on_the_device_kind():
     # a GPU reads fp16: bf16 rows that would reproduce the claim are not what it reads
-    gpu = pd.concat([frame(GPU, 1.0, 1.5, precision="bf16"), frame(GPU, 1.3, 1.0, precision="fp16")])
+    gpu = pd.concat([frame(GPU, 0.9, 1.5, precision="bf16"), frame(GPU, 1.3, 1.0, precision="fp16")])
     assert outcome(gpu, GPU) == Outcome.NOT_REPRODUCED
     # a CPU reads bf16: fp16 rows alone leave it unmeasured
-    assert outcome(frame(CPU, 1.0, 1.5, precision="fp16")) == Outcome.NOT_MEASURED
+    assert outcome(frame(CPU, 0.9, 1.5, precision="fp16")) == Outcome.NOT_MEASURED
 
 
 def test_other_kernels_and_skipped_rows_do_not_count():
-    data = frame(CPU, 1.0, 1.5)
+    data = frame(CPU, 0.9, 1.5)
     keras = frame(CPU, 1.3, 1.0).assign(kernel="keras.cudnn_auto")
     skipped = pd.DataFrame([row(CPU, "bf16", "train", 4096, 64, 1.0, status="skipped", error="no primitive")])
     assert outcome(pd.concat([data, keras, skipped], ignore_index=True)) == Outcome.REPRODUCED
 
 
 def test_smallest_and_largest_are_by_flops_not_by_grid_position():
-    data = frame(CPU, 1.0, 1.5, phases=("inference",))
+    data = frame(CPU, 0.9, 1.5, phases=("inference",))
     # a batch-sweep point, 2x faster: H=256 T=64 at batch 1 is 3.8e7 FLOPs, more than H=64 T=16 at batch 32 (2.5e7)
     sweep = pd.DataFrame([row(CPU, "fp32", "inference", 256, 64, 10.0, batch=1),
                           row(CPU, "bf16", "inference", 256, 64, 5.0, batch=1)])

@@ -7,7 +7,8 @@ from pathlib import Path
 import pytest
 
 from lstmstudy import backends
-from lstmstudy.claims import DEVICE_KINDS, MODULES, Outcome, combine, holds_below, holds_from, lookup, registry, settle
+from lstmstudy.claims import (DEVICE_KINDS, MODULES, Outcome, combine, crossover, crossover_possible, holds_below, holds_from,
+                              lookup, one_burst_sets, registry, settle)
 from lstmstudy.errors import ParameterError
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -137,3 +138,53 @@ def test_parts_decide_on_intervals():
     assert holds_from(1.1).decide(1.0, 1.2) == Outcome.INCONCLUSIVE
     assert holds_below(1.05).decide(0.9, 1.0) == Outcome.REPRODUCED
     assert holds_below(1.05).decide(1.1, 1.3) == Outcome.NOT_REPRODUCED
+
+
+R, N, U = Outcome.REPRODUCED, Outcome.NOT_REPRODUCED, frozenset({Outcome.REPRODUCED, Outcome.NOT_REPRODUCED})
+
+
+@pytest.mark.parametrize("small, large, expected", [
+    (R, R, R),   # the small side wins small, the large side wins large: the crossover
+    (R, N, Outcome.PARTLY),  # the small side faster at both ends: its half of the claim holds
+    (N, R, N),   # the large side faster at both ends: no crossover at all (claims 2 and 4 alike)
+    (N, N, N),   # the reverse
+])
+def test_a_crossover_claim_with_the_large_side_winning_everywhere_is_not_reproduced(small, large, expected):
+    assert crossover(small, large) == expected
+    assert settle(crossover_possible(frozenset({small}), frozenset({large}))) == expected
+
+
+def test_an_undecided_crossover_part_is_inconclusive_only_where_it_matters():
+    assert settle(crossover_possible(frozenset({N}), U)) == N  # either way no crossover
+    assert settle(crossover_possible(frozenset({R}), U)) == Outcome.INCONCLUSIVE
+    assert settle(crossover_possible(frozenset({Outcome.NOT_MEASURED}), U)) == Outcome.NOT_MEASURED
+
+
+def _timed_rows(hardware_id: str, rounds: list[int]) -> list[dict]:
+    """Two ok rows (fallback 3x the fused kernel) whose samples come in `rounds` (empty: one burst)."""
+    from lstmstudy.claims import cudnn_fallback
+
+    out = []
+    for kernel, ms in (("torch.fused", 1.0), ("torch.native", 3.0)):
+        samples = [ms / 1e3] * (sum(rounds) or 6)
+        out.append({"claim": cudnn_fallback.NAME, "hardware_id": hardware_id, "device_kind": "cpu", "kernel": kernel,
+                    "phase": "inference", "precision": "fp32", "batch": 1, "timesteps": 8, "features": 8,
+                    "hidden": 8, "layers": 1, "bidirectional": False, "config": "{}", "status": "ok", "error": "",
+                    "samples": samples, "median_s": ms / 1e3, "round_sizes": rounds, "round_seed": 1 if rounds else None,
+                    "observed_kernel": "onednn", "predicted_kernel": ""})
+    return out
+
+
+def test_a_set_timed_in_one_burst_per_row_gets_no_verdict():
+    import pandas as pd
+
+    from lstmstudy.claims import cudnn_fallback
+
+    data = pd.DataFrame(_timed_rows("cpu-rounds-2t", [3, 3]) + _timed_rows("cpu-burst-2t", []))
+    assert one_burst_sets(data) == {"cpu-burst-2t"}
+    judged = {v.hardware_id: v for v in cudnn_fallback.CLAIM.judge(data)}
+    plain = {v.hardware_id: v for v in cudnn_fallback.CLAIM.verdicts(data)}
+    assert judged["cpu-rounds-2t"] == plain["cpu-rounds-2t"] and plain["cpu-burst-2t"].outcome == Outcome.REPRODUCED
+    burst = judged["cpu-burst-2t"]
+    assert burst.outcome == Outcome.NOT_ASSESSED and not burst.counts and "noise not assessed" in burst.ours_text
+    assert burst.ours == plain["cpu-burst-2t"].ours  # the figure stays on the page; only the verdict goes

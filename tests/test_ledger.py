@@ -89,8 +89,20 @@ def test_the_conclusions_follow_the_verdicts_and_count_only_gpu_evidence(toc_fil
     assert "**Its GPU claim is untested**" in text and "**reproduced**" not in text
     assert ledger.counts(ledger.table(results_root, claims=others, toc=toc_file)) == {
         "claims": 2, "verdicts": 3, "gpu_verdicts": 0, "reproduced": 0, "exceeds": 0, "partly": 0,
-        "not_reproduced": 0, "inconclusive": 0, "cpu_analogues": 2, "not_measured": 1, "gpu_sets": 0, "cpu_sets": 2,
-        "published": 0, "published_sources": 0}
+        "not_reproduced": 0, "inconclusive": 0, "cpu_analogues": 2, "not_measured": 1, "not_assessed": 0,
+        "gpu_sets": 0, "cpu_sets": 2, "published": 0, "published_sources": 0}
+
+
+def test_a_set_whose_noise_was_not_assessed_is_neither_counted_nor_called_an_analogue(toc_file, results_root):
+    claims = [fake_claim("01", [("cpu-a", 2.5, "reproduced"), ("cpu-x", 2.6, Outcome.NOT_ASSESSED.value),
+                                ("cuda-y", 2.7, Outcome.NOT_ASSESSED.value)])]
+    table = ledger.table(results_root, claims=claims, toc=toc_file)
+    n = ledger.counts(table)
+    assert (n["not_assessed"], n["cpu_analogues"], n["gpu_verdicts"]) == (2, 1, 0)
+    text = ledger.conclusions(table)
+    assert "No verdict on `cpu-x`, `cuda-y`: timed in one burst per row" in text
+    assert "2 give no verdict because their set was timed in one burst per row" in text
+    assert "reproduced on `cpu-x`" not in text and "**Its GPU claim is untested**" in text
 
 
 def test_exceeds_and_inconclusive_gpu_verdicts_are_named(toc_file, results_root):

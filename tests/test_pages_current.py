@@ -39,7 +39,7 @@ def markdown(page: Path) -> list[str]:
 @pytest.mark.parametrize("claim", registry(judged_only=True), ids=lambda c: c.stem)
 def test_a_claim_page_glues_the_verdicts_the_code_computes_now(claim):
     page = ROOT / "book" / "claims" / f"{claim.stem}.ipynb"
-    verdicts = [v for v in claim.verdicts(results.load(claim.name)) if v.rule == claim.rule]  # the claim's own
+    verdicts = [v for v in claim.judge(results.load(claim.name)) if v.rule == claim.rule]  # the claim's own
     expected = notebook.verdict_glue(f"c{claim.number}", verdicts)
     found = glued(page)
     assert {k: found.get(k) for k in expected} == expected, f"{page.name} {STALE}"

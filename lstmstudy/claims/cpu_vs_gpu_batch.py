@@ -38,7 +38,7 @@ from collections.abc import Sequence
 import pandas as pd
 
 from lstmstudy import hardware, kernels, sweep
-from lstmstudy.claims import Claim, Outcome, Possible, Verdict, combine, settle, timing_plan
+from lstmstudy.claims import Claim, Outcome, Possible, Verdict, combine, crossover, settle, timing_plan
 from lstmstudy.kernels.workloads import AUTOENCODER, BILSTM
 from lstmstudy.parameters import check_bool, check_choices, check_positive_ints
 from lstmstudy.shapes import LSTMShape
@@ -56,8 +56,9 @@ RULE = ("per pair of a CPU set and a GPU set of the same host, for each workload
         "both: at each batch size the CPU or the GPU is faster when the bootstrap 95% interval of the GPU/CPU "
         "ratio of median step times excludes 1 (the two sets are timed in separate runs, so each side is "
         "resampled on its own), and the batch size is undecided when it includes 1. Reproduced if the CPU is "
-        "faster at the smallest common batch size and the GPU at the largest; partly if only one of the two "
-        "holds; not reproduced if neither holds, or if the GPU is faster at every batch size; inconclusive if "
+        "faster at the smallest common batch size and the GPU at the largest; partly if the CPU is faster at both "
+        "ends; not reproduced if the GPU is faster at both ends (no crossover: the GPU wins everywhere it was "
+        "timed) or if neither holds; inconclusive if "
         "the undecided batch sizes could change the outcome. The pair combines its models: reproduced (not "
         "reproduced) if every one is, partly if some are and some are not, inconclusive if an inconclusive model "
         "could change that. A CPU set alone is not measured: the claim needs a GPU set beside it")
@@ -203,11 +204,8 @@ def comparisons(results: pd.DataFrame) -> pd.DataFrame:
 
 def _decided(faster: Sequence[str]) -> Outcome:
     """The rule for one model on one pair once every batch size is decided ('cpu' or 'gpu' faster)."""
-    if all(side == "gpu" for side in faster):
-        return Outcome.NOT_REPRODUCED
-    cpu_small, gpu_large = faster[0] == "cpu", faster[-1] == "gpu"
-    return (Outcome.REPRODUCED if cpu_small and gpu_large else
-            Outcome.PARTLY if cpu_small or gpu_large else Outcome.NOT_REPRODUCED)
+    holds = {True: Outcome.REPRODUCED, False: Outcome.NOT_REPRODUCED}
+    return crossover(holds[faster[0] == "cpu"], holds[faster[-1] == "gpu"])
 
 
 def _possible(faster: Sequence[str]) -> Possible:

@@ -30,7 +30,7 @@ from lstmstudy.claims import PART_WORDS, Claim, Outcome, Verdict, combine, holds
 from lstmstudy.observe import what_ran
 from lstmstudy.parameters import check_bool, check_choices, check_positive_ints
 from lstmstudy.shapes import LSTMShape
-from lstmstudy.stats import fixed_geomean_interval, geomean, percentile_interval, row_replicates
+from lstmstudy.stats import percentile_interval, row_replicates
 
 NAME = "mixed_precision"
 NUMBER = "03"
@@ -40,23 +40,25 @@ SEED_FIGURE = ('"Tensorflow AMP does end up consistently about 10-15% faster tha
                'sizes" (hidden "about 512 to 1024"); "for smaller input sizes, the forwarding times for AMP is '
                'greater than that of simply running cuDNN"; PyTorch AMP "a 63% slowdown on average" (seed 003, '
                'TITAN V, inference)')
-#: part (i): at the smallest shape the low precision is not faster
-SMALL_MAX = 1.05
-#: part (ii): at the largest shape it is faster
+#: the phase the rule decides on: the seed timed inference ("the forwarding times"); training is shown beside it
+DECIDING_PHASE = "inference"
+#: part (i): at the smallest shape the low precision is slower ("the casts cost more"): speed-up below 1
+SMALL_MAX = 1.0
+#: part (ii): at the largest shape it is faster, by the seed's "about 10-15%"
 LARGE_MIN = 1.10
 HEADLINE_KERNEL = "torch.fused"
 #: the precision each device kind accelerates, which carries the verdict
 HEADLINE_PRECISION = {"cpu": "bf16", "cuda": "fp16"}
 KERAS_KERNEL = "keras.cudnn_auto"
 LOW_PRECISIONS = ("bf16", "fp16")
-RULE = (f"speed-up = fp32 time / low-precision time of {HEADLINE_KERNEL}, at the precision the hardware "
-        f"accelerates (fp16 on a GPU, bf16 on a CPU), geometric mean over the phases measured, with a 95% "
-        f"interval over each phase's rounds and samples; smallest / largest shape = the configuration with the "
-        f"fewest / most FLOPs. Part (i) holds if the smallest shape's interval lies below {SMALL_MAX:.2f} (the "
-        f"low precision no faster), fails if it lies at or above; part (ii) holds if the largest shape's "
-        f"interval lies at or above {LARGE_MIN:.2f}, fails if below. Reproduced if both hold, partly if one "
-        f"holds and the other fails, not reproduced if neither holds, inconclusive if an undecided part "
-        f"(interval across its threshold) could change the outcome")
+RULE = (f"speed-up = fp32 time / low-precision time of {HEADLINE_KERNEL} in {DECIDING_PHASE} (the seed timed the "
+        f"forward pass), at the precision the hardware accelerates (fp16 on a GPU, bf16 on a CPU), with a 95% "
+        f"interval over its rounds and samples; smallest / largest shape = the configuration with the fewest / most "
+        f"FLOPs. Part (i) holds if the smallest shape's interval lies below {SMALL_MAX:.2f} (the low precision "
+        f"slower: the casts cost more than they save), fails if it lies at or above; part (ii) holds if the largest "
+        f"shape's interval lies at or above {LARGE_MIN:.2f}, fails if below. Reproduced if both hold, partly if one "
+        f"holds and the other fails, not reproduced if neither holds, inconclusive if an undecided part (interval "
+        f"across its threshold) could change the outcome. Training is reported beside it and does not decide")
 #: the rule's two parts, decided on intervals
 SMALL_PART, LARGE_PART = holds_below(SMALL_MAX), holds_from(LARGE_MIN)
 #: the columns that pair a low-precision row with its fp32 row
@@ -198,36 +200,39 @@ def extremes(results: pd.DataFrame) -> pd.DataFrame:
     return pd.DataFrame(rows, columns=columns)
 
 
+def _ends_text(part: pd.DataFrame) -> str:
+    """'1.07x (95% CI 1.05-1.07) at H=64 T=16 B=32, 2.06x (...) at H=1024 T=128 B=32' for one phase's two ends."""
+    ends = part.set_index("end")
+    return ", ".join(f"{ends.ratio[end]:.2f}x (95% CI {ends.ratio_lo[end]:.2f}-{ends.ratio_hi[end]:.2f}) at "
+                     f"{ends['shape'][end]}" for end in ("smallest", "largest"))
+
+
 def verdicts(results: pd.DataFrame) -> list[Verdict]:
-    """One verdict per hardware set: parts (i) and (ii) of the rule on the headline speed-ups."""
+    """One verdict per hardware set: parts (i) and (ii) of the rule on the inference speed-ups at the two ends,
+    with the training speed-ups beside them as a finding of their own."""
     ends = extremes(results)
     out = []
     for hardware_id in sorted(results.hardware_id.unique()) if not results.empty else []:
         precision = HEADLINE_PRECISION[_kind(hardware_id)]
         mine = ends[ends.hardware_id == hardware_id]
-        if mine.empty:
-            text = (f"not measured: no {precision} and fp32 pair of {HEADLINE_KERNEL} at two or more shapes "
-                    f"on this hardware")
+        deciding, training = mine[mine.phase == DECIDING_PHASE], mine[mine.phase == "train"]
+        if deciding.empty:
+            text = (f"not measured: no {precision} and fp32 pair of {HEADLINE_KERNEL} {DECIDING_PHASE} at two or more "
+                    f"shapes on this hardware")
             out.append(Verdict(NAME, STATEMENT, hardware_id, SEED_FIGURE, None, text, Outcome.NOT_MEASURED, RULE))
             continue
-        small_rows, large_rows = mine[mine.end == "smallest"], mine[mine.end == "largest"]
-        small, large = geomean(small_rows.ratio), geomean(large_rows.ratio)
-        small_lo, small_hi = fixed_geomean_interval(list(small_rows.replicates))
-        large_lo, large_hi = fixed_geomean_interval(list(large_rows.replicates))
-        part_i, part_ii = SMALL_PART.decide(small_lo, small_hi), LARGE_PART.decide(large_lo, large_hi)
-        outcome = settle(combine([SMALL_PART.possible(small_lo, small_hi), LARGE_PART.possible(large_lo, large_hi)]))
-        phases = " and ".join(sorted(mine.phase.unique()))
-        ends_by_phase = {phase: tuple(part.sort_values("end", ascending=False)["shape"])
-                         for phase, part in mine.groupby("phase", sort=True)}
-        if len(set(ends_by_phase.values())) == 1:
-            small_shape, large_shape = next(iter(ends_by_phase.values()))
-            shapes = f"smallest {small_shape}, largest {large_shape}"
-        else:
-            shapes = "; ".join(f"{phase}: {a} to {b}" for phase, (a, b) in ends_by_phase.items())
-        text = (f"{precision} over fp32: {small:.2f}x (95% CI {small_lo:.2f}-{small_hi:.2f}) at the smallest shape, "
-                f"{large:.2f}x (95% CI {large_lo:.2f}-{large_hi:.2f}) at the largest ({HEADLINE_KERNEL}, geometric "
-                f"mean over {phases}; {shapes}); part (i) {PART_WORDS[part_i]}, part (ii) {PART_WORDS[part_ii]}")
-        out.append(Verdict(NAME, STATEMENT, hardware_id, SEED_FIGURE, large, text, outcome, RULE, large_lo, large_hi))
+        small, large = (deciding[deciding.end == end].iloc[0] for end in ("smallest", "largest"))
+        part_i = SMALL_PART.decide(small.ratio_lo, small.ratio_hi)
+        part_ii = LARGE_PART.decide(large.ratio_lo, large.ratio_hi)
+        outcome = settle(combine([SMALL_PART.possible(small.ratio_lo, small.ratio_hi),
+                                  LARGE_PART.possible(large.ratio_lo, large.ratio_hi)]))
+        beside = (f"; training, beside it and not deciding: {_ends_text(training)}" if not training.empty
+                  else "; training not measured")
+        text = (f"{DECIDING_PHASE}, {precision} over fp32 ({HEADLINE_KERNEL}): {_ends_text(deciding)}; part (i) "
+                f"{PART_WORDS[part_i]}, part (ii) {PART_WORDS[part_ii]}{beside}")
+        parts = (("part (i)", small.ratio_lo, small.ratio_hi), ("part (ii)", large.ratio_lo, large.ratio_hi))
+        out.append(Verdict(NAME, STATEMENT, hardware_id, SEED_FIGURE, large.ratio, text, outcome, RULE,
+                           large.ratio_lo, large.ratio_hi, parts))
     return out
 
 
