@@ -10,8 +10,9 @@ timesteps, hidden 1024); fp32, inference and train. Rows are stored in `results/
     .venv/bin/python benchmarks/kernels.py --quick   # tiny shape, short timing, temporary results root
 
 Columns: median time, IQR/median (spread; large means noisy), the implementation the profiler saw,
-`vs fused` (median / torch.fused's median at the same shape and phase) and `of GEMM` (achieved FLOP/s
-as a share of this device's measured fp32 GEMM throughput).
+`vs fused` (median / torch.fused's median at the same shape and phase), `of limit` (achieved FLOP/s as a
+share of the hardware set's limit at the row's precision, never above 100%) and `limit` (what set it: the
+best GEMM, or a stored row that beat it; `lstmstudy.roofline`).
 """
 
 from __future__ import annotations

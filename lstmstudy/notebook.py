@@ -6,13 +6,15 @@ before anything is measured or stored.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from pathlib import Path
 
 import pandas as pd
 
 from lstmstudy import hardware, published_rules
-from lstmstudy.claims import DEVICE_KINDS, PUBLISHED_PREFIX, Claim, Outcome, Verdict
+from lstmstudy.results import fingerprints
+from lstmstudy.claims import (CPU_ANALOGUE, DEVICE_KINDS, GPU, PUBLISHED_PREFIX, Claim, Outcome, Verdict,
+                              one_burst_sets)
 from lstmstudy.errors import ParameterError
 from lstmstudy.parameters import check_bool, check_positive_number
 
@@ -47,11 +49,46 @@ def grid_table(claim: Claim, overrides: object) -> pd.DataFrame:
     return pd.DataFrame(columns).rename_axis(f"default grid of {claim.stem}")
 
 
-def hardware_sets(results: pd.DataFrame) -> pd.DataFrame:
-    """Which hardware sets are stored, with how many configurations each."""
+def hardware_sets(results: pd.DataFrame, claim: str | None = None, root: Path | None = None) -> pd.DataFrame:
+    """Which hardware sets are stored, with how many configurations each, what their verdicts can be (`evidence`),
+    how they were timed, and, given the claim's name, the commits they were measured at: a set measured from a
+    tree with uncommitted changes says so, since no commit holds the code that measured it."""
+    columns = ["hardware_id", "evidence", "configurations", "timing", "measured at"]
     if results.empty:
-        return pd.DataFrame(columns=["hardware_id", "device_kind", "configurations"])
-    return (results.groupby(["hardware_id", "device_kind"]).size().rename("configurations").reset_index())
+        return pd.DataFrame(columns=columns)
+    bursts = one_burst_sets(results)
+    stored = fingerprints(claim, root) if claim else {}
+    rows = []
+    for hardware_id, part in results.groupby("hardware_id", sort=True):
+        rows.append({"hardware_id": hardware_id, "evidence": GPU if hardware_id.startswith("cuda-") else CPU_ANALOGUE,
+                     "configurations": len(part),
+                     "timing": "one burst per row: noise not assessed, no verdict" if hardware_id in bursts
+                     else "interleaved rounds",
+                     "measured at": _provenance(part, stored.get(hardware_id, []))})
+    return pd.DataFrame(rows, columns=columns)
+
+
+def _provenance(rows: pd.DataFrame, stored: list[dict]) -> str:
+    """The commits a set's rows were measured at, '(uncommitted changes)' after each measured from a dirty tree."""
+    used = set(rows["fingerprint_id"].dropna()) if "fingerprint_id" in rows else set()
+    found = [fp for fp in stored if fp["id"] in used] or stored
+    commits = sorted({(str(fp.get("git_commit") or "not recorded"), bool(fp.get("git_dirty"))) for fp in found})
+    return ", ".join(f"{commit}{' (uncommitted changes)' if dirty else ''}" for commit, dirty in commits) \
+        or "not recorded"
+
+
+def shown(table: pd.DataFrame, empty: str, missing: Mapping[str, str] | None = None,
+          default: str = "not measured") -> object:
+    """A table as a page shows it: one line saying why when it has no rows (never headers without rows), and
+    words where a cell has no value (`missing[column]`, else `default`), never a raw NaN."""
+    from IPython.display import Markdown
+
+    if table.empty:
+        return Markdown(empty)
+    out = table.astype(object)
+    for column in out.columns:
+        out[column] = out[column].where(table[column].notna(), (missing or {}).get(column, default))
+    return out
 
 
 def gpu_note(results: pd.DataFrame, claim: str, what: str = "The GPU side of this claim") -> str:
@@ -65,30 +102,40 @@ def gpu_note(results: pd.DataFrame, claim: str, what: str = "The GPU side of thi
             f"page then compares it with every other stored set.")
 
 
+def evidence_of(verdict: Verdict) -> str:
+    """What a verdict is evidence of, as a page names it: a verdict that could not be measured is of nothing."""
+    return "not measured" if verdict.outcome == Outcome.NOT_MEASURED else verdict.evidence
+
+
 def verdict_table(verdicts: Sequence[Verdict]) -> pd.DataFrame:
-    """The verdicts as the page shows them: what each tests (`GPU` or `CPU analogue`) and every interval the rule
-    decided on, where it decides on intervals."""
-    return pd.DataFrame([{"hardware": v.hardware_id, "evidence": v.evidence, "statement": v.statement,
-                          "seed": v.seed_figure, "ours": v.ours_text,
-                          "95% interval": v.interval_text,
+    """The verdicts as the page shows them: what each tests (`GPU`, `CPU analogue`, or `not measured`) and every
+    interval the rule decided on, where it decides on intervals."""
+    return pd.DataFrame([{"hardware": v.hardware_id, "evidence": evidence_of(v), "statement": v.statement,
+                          "seed": v.seed_figure, "ours": v.ours_text, "95% interval": v.interval_text,
                           "verdict": v.outcome.value, "rule": v.rule} for v in verdicts])
 
 
 def verdict_glue(prefix: str, verdicts: Sequence[Verdict]) -> dict[str, str]:
-    """What `glue_verdicts` glues: per device kind (`cpu`, `cuda`), the first stored set's figure and outcome.
+    """What `glue_verdicts` glues: per device kind (`{prefix}_cpu`, `{prefix}_cuda`), every stored set's figure
+    and outcome, one sentence each ('On cpu-a (CPU analogue): 2.5x ...: reproduced.'), or what is missing.
 
-    Keys: `{prefix}_{kind}_ours`, `{prefix}_{kind}_verdict`, `{prefix}_{kind}_hardware`; a kind with no
-    stored set gets "not measured on this hardware". A test recomputes it from the committed results and
-    compares it with each rendered page, so a page is never stale.
+    A test recomputes it from the committed results and compares it with each rendered page, so a page is
+    never stale.
     """
     out = {}
-    for kind in ("cpu", "cuda"):
-        found = next((v for v in verdicts
-                      if v.hardware_id.startswith(kind + "-") and v.outcome != Outcome.NOT_MEASURED), None)
-        out[f"{prefix}_{kind}_ours"] = found.ours_text if found else "not measured"
-        out[f"{prefix}_{kind}_verdict"] = found.outcome.value if found else Outcome.NOT_MEASURED.value
-        out[f"{prefix}_{kind}_hardware"] = found.hardware_id if found else "no stored set"
+    for kind, missing in (("cpu", "No CPU result set is stored."),
+                          ("cuda", "Not measured on a GPU: no GPU result set is stored yet.")):
+        mine = [v for v in verdicts if v.hardware_id.startswith(kind + "-")]
+        out[f"{prefix}_{kind}"] = " ".join(_sentence(v) for v in mine) or missing
     return out
+
+
+def _sentence(verdict: Verdict) -> str:
+    """One set's verdict in a sentence; a set without a verdict has a text that says why, and no outcome after it."""
+    text = verdict.ours_text.rstrip(".")
+    if verdict.outcome in (Outcome.NOT_MEASURED, Outcome.NOT_ASSESSED):
+        return f"On {verdict.hardware_id}: {text}."
+    return f"On {verdict.hardware_id} ({evidence_of(verdict)}): {text}: {verdict.outcome.value}."
 
 
 def glue_verdicts(prefix: str, verdicts: Sequence[Verdict]) -> None:
@@ -97,6 +144,36 @@ def glue_verdicts(prefix: str, verdicts: Sequence[Verdict]) -> None:
 
     for key, value in verdict_glue(prefix, verdicts).items():
         glue(key, value, display=False)
+
+
+def glance(claim: Claim, results: pd.DataFrame, verdicts: Sequence[Verdict], root: Path | None = None) -> str:
+    """The box a claim page opens with, as MyST Markdown: what the source claims, what was measured on which
+    hardware sets, and each verdict with its evidence and the intervals that decided it."""
+    sets = hardware_sets(results, claim.name, root)
+    measured = "; ".join(f"`{r.hardware_id}` ({r.evidence}, {r.configurations} configurations, {r.timing}"
+                         f"{', measured with uncommitted changes' if 'uncommitted' in r['measured at'] else ''})"
+                         for _, r in sets.iterrows()) or "nothing stored yet"
+    if not (sets.evidence == GPU).any():
+        measured += ". **No GPU set is stored: the claim itself, about GPUs, is not measured here**"
+    own = [v for v in verdicts if v.rule == claim.rule] or list(verdicts)
+    lines = [f"- **The source claims:** {claim.statement}.", f"- **Measured here:** {measured}.",
+             "- **Verdicts** (a CPU analogue is never counted as a reproduction):"]
+    lines += [f"  - `{v.hardware_id}` ({evidence_of(v)}): **{v.outcome.value}**; 95% interval: {v.interval_text}"
+              for v in own] or ["  - none: no result set is stored"]
+    return "\n".join(lines)
+
+
+def judge(claim: Claim, results: pd.DataFrame, root: Path | None = None) -> list[Verdict]:
+    """A claim page's verdicts (`Claim.judge`), glued for its prose (`glue_verdicts`) and its opening box
+    (`{prefix}_glance`, from `glance`)."""
+    from IPython.display import Markdown
+    from myst_nb import glue
+
+    verdicts = claim.judge(results)
+    prefix = f"c{claim.number}"
+    glue_verdicts(prefix, [v for v in verdicts if v.rule == claim.rule])
+    glue(f"{prefix}_glance", Markdown(glance(claim, results, verdicts, root)), display=False)
+    return verdicts
 
 
 def published_glue(number: str, found: Sequence[Verdict] | None = None) -> dict[str, str]:

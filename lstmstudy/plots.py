@@ -463,7 +463,7 @@ def scaling_lines(table: pd.DataFrame, *, seed_points: dict[str, tuple[int, floa
 
 def published_speedups(table: pd.DataFrame, *, bands: tuple[float, float]) -> sns.FacetGrid:
     """Published fp32 / low-precision time against a shape's FLOPs (`published_rules.deepbench_speedups`), one
-    panel per card, one line per phase; dotted lines at the rule's `bands` (no faster below the first, faster
+    panel per card, one line per phase; dotted lines at the rule's `bands` (slower below the first, faster
     from the second). Titles name the source and the GPU: never this study's hardware."""
     data = table.assign(panel=lambda d: "DeepBench (published): " + d.gpu + ", " + d.precision)
     grid = sns.relplot(data, x="flops", y="speedup", hue="phase", style="timesteps", col="panel", kind="scatter",

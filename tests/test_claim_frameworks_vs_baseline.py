@@ -238,10 +238,11 @@ def test_a_set_measured_on_two_keras_backends_keeps_the_newer():
     assert "Keras-on-torch Mode 0" in claim.faster_text(frame(base, old, new))["cpu"]
 
 
-def stored_overhead(root, inside: dict[str, float], profiled_as: dict[str, str] | None = None) -> pd.DataFrame:
+def stored_overhead(root, inside: dict[str, float], profiled_as: dict[str, str] | None = None,
+                    slowdown: float = 1.0) -> pd.DataFrame:
     """The grid's rows (torch.raw 1.0, torch.fused 2.0) and profiler rows at the `inside` factors, through the
     store (so the config text is what a sweep writes), loaded. A profiler row's sessions took its own kernel's
-    grid time per call, or that of `profiled_as[kernel]`."""
+    grid time per call, or that of `profiled_as[kernel]`, times the profiler's `slowdown`."""
     shape = [SHAPES[0]]
     wall = rows({("torch.raw", "fp32"): 1.0, ("torch.fused", "fp32"): 2.0}, shapes=shape)
     profiled = rows({(kernel, "fp32"): factor for kernel, factor in inside.items()}, shapes=shape,
@@ -250,7 +251,7 @@ def stored_overhead(root, inside: dict[str, float], profiled_as: dict[str, str] 
     for row in profiled:  # the profiled sessions' own wall time per call, which the share divides by
         kernel = (profiled_as or {}).get(row["kernel"], row["kernel"])
         row["observed_detail"] = json.dumps({"kernels": ["aten::mkldnn_rnn_layer"],
-                                             "profiled_wall_ms_per_call": wall_ms[kernel]})
+                                             "profiled_wall_ms_per_call": wall_ms[kernel] * slowdown})
     for row in wall + profiled:
         results.append(claim.NAME, row["hardware_id"], [row], root)
     return results.load(claim.NAME, root)
@@ -265,6 +266,16 @@ def test_overhead_joins_profiler_rows_with_wall_times(tmp_path):
     assert "2.00x torch.raw's wall time" in text and "1.06x its time inside the kernel" in text
     # the profiler rows never enter the timed comparisons
     assert len(claim.timed(data)) == 2
+
+
+def test_the_profilers_own_cost_is_shown_beside_the_share_it_distorts(tmp_path):
+    data = stored_overhead(tmp_path, {"torch.raw": 0.9, "torch.fused": 0.95}, slowdown=5.0)
+    table = claim.overhead(data).set_index("kernel")
+    assert table.loc["torch.fused", "profiler slowdown"] == pytest.approx(5.0)
+    assert table.loc["torch.fused", "in-kernel share"] == pytest.approx(0.095)  # 0.95 / (2.0 x 5)
+    assert table.loc["torch.fused", "share without the profiler"] == pytest.approx(0.475)  # 0.95 / 2.0
+    text = claim.overhead_text(data)["cpu"]
+    assert "makes each call 5.0x and 5.0x slower" in text and "that would be 48% and 90%" in text
 
 
 def test_an_impossible_share_is_never_shown(tmp_path):

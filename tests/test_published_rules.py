@@ -4,7 +4,6 @@ study's and never counted as it."""
 from __future__ import annotations
 
 import json
-import math
 
 import pandas as pd
 import pytest

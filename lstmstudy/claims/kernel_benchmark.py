@@ -1,9 +1,10 @@
 """The kernel benchmark (`kernels`): every registered LSTM kernel at the blog's shape and larger ones,
-beside this device's GEMM limit. Measured like a claim (`lstmstudy measure --claims kernels`), judged by
-none: it answers "how far is each kernel from the fused one, and from the hardware?".
+beside this device's hardware limit (`lstmstudy.roofline`). Measured like a claim (`lstmstudy measure
+--claims kernels`), judged by none: it answers "how far is each kernel from the fused one, and from the
+hardware?".
 
 `benchmarks/kernels.py` prints its table; the rows live in `results/kernels/<hardware_id>.csv` and the
-GEMM limit in `results/roofline/<hardware_id>.csv`.
+GEMM peak the limit starts from in `results/roofline/<hardware_id>.csv`.
 """
 
 from __future__ import annotations
@@ -19,7 +20,7 @@ from lstmstudy.parameters import check_choices
 from lstmstudy.shapes import LSTMShape
 
 NAME = "kernels"
-STATEMENT = "Every LSTM kernel timed at the same shapes, against the fused kernel and the GEMM limit"
+STATEMENT = "Every LSTM kernel timed at the same shapes, against the fused kernel and the hardware limit"
 REFERENCE = "torch.fused"
 #: the registry kernels that compile (tens of seconds each): measured after every other point
 COMPILED = frozenset({"torch.compiled"})
@@ -44,7 +45,7 @@ def grid(*, kind: str, quick: bool, shapes: Sequence[Sequence[int]], phases: Seq
 
 
 def measure(points: list, *, device: str, min_time: float, quick: bool = False, **sweep_options) -> list:
-    """The GEMM limit first (unless stored), then every kernel point not yet stored."""
+    """The GEMM peak first (unless stored), then every kernel point not yet stored."""
     from lstmstudy import kernels, roofline, sweep
 
     return [roofline.measure(device, quick=quick, **sweep_options),
@@ -60,8 +61,9 @@ def verdicts(frame: pd.DataFrame) -> list:
 def table(points: list, hardware_id: str, root: Path | None = None) -> pd.DataFrame:
     """The stored rows of these points on this hardware, with the ratios the study reports.
 
-    `vs fused`: median / torch.fused's median at the same shape and phase; `of GEMM`: achieved FLOP/s as
-    a share of this device's measured fp32 GEMM throughput.
+    `vs fused`: median / torch.fused's median at the same shape and phase; `of limit`: achieved FLOP/s as
+    a share of the hardware set's limit at the row's precision (`roofline.Limit`, never above 100%), and
+    `limit`: what set that limit, the best GEMM or a stored row that beat it.
     """
     from lstmstudy import roofline
 
@@ -71,15 +73,17 @@ def table(points: list, hardware_id: str, root: Path | None = None) -> pd.DataFr
     frame = frame[pd.Series(mine, index=frame.index, dtype=bool)].copy()
     frame["shape"] = [f"b{r.batch} t{r.timesteps} f{r.features} h{r.hidden}" for r in frame.itertuples()]
     reference = frame[frame["kernel"] == REFERENCE].set_index(["shape", "phase"])["median_s"]
-    limit = roofline.limits(hardware_id, root).get("fp32")
+    limits = roofline.limits(hardware_id, root)
     frame["median ms"] = frame["median_s"] * 1e3
     frame["IQR/median"] = (frame["p75_s"] - frame["p25_s"]) / frame["median_s"]
     frame["vs fused"] = [row.median_s / reference.get((row.shape, row.phase), float("nan"))
                          for row in frame.itertuples()]
-    frame["of GEMM"] = frame["achieved_flops"] / limit if limit else float("nan")
+    frame["of limit"] = [limits[p].share(flops) if p in limits else float("nan")
+                         for p, flops in zip(frame["precision"], frame["achieved_flops"])]
+    frame["limit"] = [limits[p].describe() if p in limits else "no GEMM stored" for p in frame["precision"]]
     frame["observed"] = [obs if status == "ok" else f"{status}: {err[:60]}"
                          for obs, status, err in zip(frame["observed_kernel"], frame["status"], frame["error"])]
-    columns = ["shape", "phase", "kernel", "median ms", "IQR/median", "vs fused", "of GEMM", "observed"]
+    columns = ["shape", "phase", "kernel", "median ms", "IQR/median", "vs fused", "of limit", "limit", "observed"]
     return frame.sort_values(["shape", "phase", "median_s"])[columns].reset_index(drop=True)
 
 
@@ -91,7 +95,7 @@ def check_parameters(parameters: dict) -> None:
 
 
 #: the blog post's shape (batch 1, 32 steps, 8 features, hidden 64) and a larger one; on a GPU a third,
-#: large enough for the fused kernel to approach the GEMM limit
+#: large enough for the fused kernel to approach the hardware limit
 _SHAPES = [[1, 32, 8, 64], [64, 100, 128, 256]]
 CLAIM = Claim(
     number="", name=NAME, statement=STATEMENT, seed_figure="", rule="",

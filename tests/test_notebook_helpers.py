@@ -1,0 +1,70 @@
+"""What a claim page says about its sets and verdicts (`lstmstudy.notebook`): every set, its provenance, and
+no verdict where none was measured."""
+
+from __future__ import annotations
+
+import pandas as pd
+
+from lstmstudy import notebook, results
+from lstmstudy.claims import Outcome, Verdict
+from lstmstudy.claims import cudnn_fallback as claim
+
+
+def verdict(hardware_id: str, outcome: Outcome, text: str = "2.50x", **extra) -> Verdict:
+    ours = None if outcome == Outcome.NOT_MEASURED else 2.5
+    return Verdict(claim.NAME, claim.STATEMENT, hardware_id, claim.SEED_FIGURE, ours, text, outcome, claim.RULE,
+                   **extra)
+
+
+def test_the_glued_prose_names_every_set_and_no_outcome_where_nothing_was_measured():
+    found = [verdict("cpu-a", Outcome.REPRODUCED), verdict("cpu-b", Outcome.PARTLY, "1.80x"),
+             verdict("cpu-c", Outcome.NOT_MEASURED, "not measured: no fused kernel here")]
+    glued = notebook.verdict_glue("c01", found)
+    assert glued["c01_cpu"] == ("On cpu-a (CPU analogue): 2.50x: reproduced. On cpu-b (CPU analogue): 1.80x: partly. "
+                                "On cpu-c: not measured: no fused kernel here.")
+    assert glued["c01_cuda"] == "Not measured on a GPU: no GPU result set is stored yet."
+    table = notebook.verdict_table(found)
+    assert table.evidence.tolist() == ["CPU analogue", "CPU analogue", "not measured"]
+    assert table["95% interval"].tolist() == ["none (point rule)", "none (point rule)", "none"]
+
+
+def test_every_interval_that_decided_is_in_the_table():
+    two = verdict("cuda-a", Outcome.INCONCLUSIVE, low=1.7, high=1.9, parts=(("PyTorch", 1.7, 1.9), ("TF", 1.8, 2.3)))
+    assert notebook.verdict_table([two])["95% interval"][0] == "PyTorch 1.7-1.9; TF 1.8-2.3"
+
+
+def _store(root, hardware_id: str, dirty: bool | None, commit: str = "abc123") -> None:
+    fingerprint = {"hardware_id": hardware_id, "device_kind": "cpu", "git_commit": commit}
+    if dirty is not None:
+        fingerprint["git_dirty"] = dirty
+    path = results.record_fingerprint(claim.NAME, fingerprint, root)
+    fp_id = results.fingerprints(claim.NAME, root)[path.stem][0]["id"]
+    results.append(claim.NAME, hardware_id, [{"kernel": "torch.fused", "hardware_id": hardware_id, "device": "cpu",
+                                              "device_kind": "cpu", "status": "ok", "median_s": 1.0,
+                                              "samples_s": [1.0, 1.0], "round_sizes": [1, 1], "round_seed": 3,
+                                              "fingerprint_id": fp_id, "batch": 1, "timesteps": 1, "features": 1,
+                                              "hidden": 1}], root)
+
+
+def test_a_set_measured_from_a_dirty_tree_says_so(tmp_path):
+    _store(tmp_path, "cpu-clean-2t", False)
+    _store(tmp_path, "cpu-dirty-2t", True, "def456")
+    _store(tmp_path, "cpu-old-2t", None, "")
+    data = results.load(claim.NAME, tmp_path)
+    sets = notebook.hardware_sets(data, claim.NAME, tmp_path).set_index("hardware_id")["measured at"]
+    assert sets.to_dict() == {"cpu-clean-2t": "abc123", "cpu-dirty-2t": "def456 (uncommitted changes)",
+                              "cpu-old-2t": "not recorded"}
+    box = notebook.glance(claim.CLAIM, data, [verdict("cpu-dirty-2t", Outcome.REPRODUCED)], tmp_path)
+    assert "`cpu-dirty-2t` (CPU analogue, 1 configurations, interleaved rounds, measured with uncommitted changes)" \
+        in box
+    assert "**No GPU set is stored: the claim itself, about GPUs, is not measured here**" in box
+    assert "- `cpu-dirty-2t` (CPU analogue): **reproduced**; 95% interval: none (point rule)" in box
+    assert notebook.hardware_sets(pd.DataFrame()).empty
+
+
+def test_a_table_without_rows_is_a_sentence_and_a_missing_value_is_words():
+    empty = notebook.shown(pd.DataFrame(columns=["a", "b"]), "Nothing was measured here.")
+    assert empty.data == "Nothing was measured here."
+    table = notebook.shown(pd.DataFrame({"paper MPE": [float("nan"), -0.5], "ours": [1.5, float("nan")]}), "none",
+                           {"paper MPE": "not in the paper"})
+    assert table.to_dict("list") == {"paper MPE": ["not in the paper", -0.5], "ours": [1.5, "not measured"]}
