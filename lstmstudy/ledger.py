@@ -77,7 +77,7 @@ def table(root: Path | None = None, *, claims: Sequence[Claim] | None = None, to
             own = v.rule == claim.rule  # its statement is the claim's: a verdict's variant of it is in its figure
             rows.append({**base, "statement": claim.statement if own else v.statement,
                          "seed figure": claim.seed_figure if own else v.seed_figure, "rule": v.rule,
-                         "hardware": v.hardware_id, "evidence": v.evidence, "our figure": v.ours_text,
+                         "hardware": v.hardware_id, "evidence": v.evidence_label, "our figure": v.ours_text,
                          "verdict": v.outcome.value,
                          "timing": "" if v.evidence == PUBLISHED else noise(frame[frame.hardware_id == v.hardware_id])})
     return pd.DataFrame(rows, columns=COLUMNS)

@@ -102,15 +102,10 @@ def gpu_note(results: pd.DataFrame, claim: str, what: str = "The GPU side of thi
             f"page then compares it with every other stored set.")
 
 
-def evidence_of(verdict: Verdict) -> str:
-    """What a verdict is evidence of, as a page names it: a verdict that could not be measured is of nothing."""
-    return "not measured" if verdict.outcome == Outcome.NOT_MEASURED else verdict.evidence
-
-
 def verdict_table(verdicts: Sequence[Verdict]) -> pd.DataFrame:
     """The verdicts as the page shows them: what each tests (`GPU`, `CPU analogue`, or `not measured`) and every
     interval the rule decided on, where it decides on intervals."""
-    return pd.DataFrame([{"hardware": v.hardware_id, "evidence": evidence_of(v), "statement": v.statement,
+    return pd.DataFrame([{"hardware": v.hardware_id, "evidence": v.evidence_label, "statement": v.statement,
                           "seed": v.seed_figure, "ours": v.ours_text, "95% interval": v.interval_text,
                           "verdict": v.outcome.value, "rule": v.rule} for v in verdicts])
 
@@ -135,7 +130,7 @@ def _sentence(verdict: Verdict) -> str:
     text = verdict.ours_text.rstrip(".")
     if verdict.outcome in (Outcome.NOT_MEASURED, Outcome.NOT_ASSESSED):
         return f"On {verdict.hardware_id}: {text}."
-    return f"On {verdict.hardware_id} ({evidence_of(verdict)}): {text}: {verdict.outcome.value}."
+    return f"On {verdict.hardware_id} ({verdict.evidence_label}): {text}: {verdict.outcome.value}."
 
 
 def glue_verdicts(prefix: str, verdicts: Sequence[Verdict]) -> None:
@@ -158,7 +153,7 @@ def glance(claim: Claim, results: pd.DataFrame, verdicts: Sequence[Verdict], roo
     own = [v for v in verdicts if v.rule == claim.rule] or list(verdicts)
     lines = [f"- **The source claims:** {claim.statement}.", f"- **Measured here:** {measured}.",
              "- **Verdicts** (a CPU analogue is never counted as a reproduction):"]
-    lines += [f"  - `{v.hardware_id}` ({evidence_of(v)}): **{v.outcome.value}**; 95% interval: {v.interval_text}"
+    lines += [f"  - `{v.hardware_id}` ({v.evidence_label}): **{v.outcome.value}**; 95% interval: {v.interval_text}"
               for v in own] or ["  - none: no result set is stored"]
     return "\n".join(lines)
 

@@ -24,3 +24,9 @@ def test_environment_yml_matches_pyproject():
 def test_ci_runs_the_readme_test_command():
     assert "make test" in (ROOT / ".ci" / "run").read_text()
     assert "make test" in (ROOT / "README.md").read_text() and "make book" in (ROOT / "README.md").read_text()
+
+
+def test_the_readme_says_whether_gpu_results_are_stored():
+    readme = (ROOT / "README.md").read_text(encoding="utf-8")
+    stored = any((ROOT / "results").glob("*/cuda-*.csv"))
+    assert ("**No GPU results are stored yet**" in readme) != stored, "README.md's GPU sentence is stale"

@@ -32,9 +32,35 @@ def test_parameters_and_flops_by_hand():
 
 
 def test_ring_allreduce_and_bubble_by_hand():
-    assert cost.ring_allreduce_s(8e9, 4, LINK) == pytest.approx(2 * 3 / 4 * 8)  # 2 (N-1)/N of the bytes each
-    assert cost.ring_allreduce_s(8e9, 1, LINK) == 0.0
+    assert cost.exchange_s(cost.RING, 8e9, 4, LINK) == pytest.approx(2 * 3 / 4 * 8)  # 2 (N-1)/N of the bytes each
+    assert cost.exchange_s(cost.RING, 8e9, 1, LINK) == 0.0
     assert cost.bubble(4, 4) == pytest.approx(3 / 7) and cost.bubble(1, 8) == 0.0
+
+
+@pytest.mark.parametrize("devices", [3, 4, 8])
+def test_a_parameter_server_carries_2_n_minus_1_times_the_bytes_more_than_a_ring(devices):
+    nbytes = 8e9
+    assert cost.parameter_server_bytes(nbytes, devices) == 2 * (devices - 1) * nbytes
+    assert cost.ring_allreduce_bytes(nbytes, devices) == pytest.approx(2 * (devices - 1) / devices * nbytes)
+    store, ring = (cost.exchange_s(s, nbytes, devices, LINK) for s in (cost.STORE, cost.RING))
+    assert store == pytest.approx(2 * (devices - 1) * 8) and store > ring
+    assert store / ring == pytest.approx(devices)  # the store's link carries N times a ring link's bytes
+    slow = cost.Link("latency", bandwidth=1e9, latency_s=1e-3, source="test")  # both send 2 (N - 1) messages
+    assert cost.exchange_s(cost.STORE, 0.0, devices, slow) == cost.exchange_s(cost.RING, 0.0, devices, slow)
+    assert cost.exchange_s(cost.STORE, nbytes, 1, LINK) == 0.0
+
+
+def test_data_parallel_prices_each_exchange_and_reports_its_link_bytes():
+    model = cost.Model(layers=4, hidden=8, features=8, batch=8, timesteps=10)
+    ring, store = (cost.data_parallel(model, DEVICE, LINK, 4, s) for s in (cost.RING, cost.STORE))
+    nbytes = model.parameters * cost.FP32_BYTES
+    assert (ring.scheme, store.scheme) == (cost.RING, cost.STORE) and ring.compute_s == store.compute_s
+    assert store.bytes_per_step == 6 * nbytes and ring.bytes_per_step == pytest.approx(6 / 4 * nbytes)
+    assert store.comm_s == pytest.approx(6 * nbytes / LINK.bandwidth) and store.speedup < ring.speedup
+    setting = cost.Setting("test", DEVICE, LINK, 4)
+    schemes = [(e.scheme, e.devices) for e in cost.estimates(model, setting, 2)]
+    assert schemes == [("one device", 1), (cost.RING, 2), (cost.STORE, 2), ("pipeline", 2), (cost.RING, 4),
+                       (cost.STORE, 4), ("pipeline", 4)]
 
 
 def test_without_latency_or_communication_both_schemes_follow_the_arithmetic():

@@ -84,6 +84,12 @@ class Verdict:
         return GPU if self.hardware_id.startswith("cuda-") else CPU_ANALOGUE
 
     @property
+    def evidence_label(self) -> str:
+        """What a page calls the evidence: `evidence`, or 'not measured' where nothing was measured (a CPU set on
+        which a claim could not be measured is no CPU analogue of it)."""
+        return "not measured" if self.outcome == Outcome.NOT_MEASURED else self.evidence
+
+    @property
     def counts(self) -> bool:
         """Whether this verdict counts as evidence for or against the seed's (GPU) claim."""
         return self.evidence == GPU and self.outcome not in (Outcome.NOT_MEASURED, Outcome.NOT_ASSESSED)

@@ -3,13 +3,15 @@ parallelism: 2.3x on 4 GPUs, 5.3x with bucketing.
 
 The page: `notebooks/07_parallel_training.ipynb`.
 
-Seed (002, slides "Performance optimization of LSTM training on GPU", Lin & Wu), verbatim: "Trained 8-layer
-LSTM with PennTree Bank dataset, with 1-4 GTX750 on single machine", "DP gains some speedup on
-multi-GPU...", "DP does not scale well on multi-GPU", "2.3x speedup with 4 GTX750 on single machine",
-"5.3x speedup with 4 GTX750 and bucketing on single machine", "Conclusion: MP is better in training LSTM
-on multi GPU", and the table: Communication Cost High (DP) / Low (MP); Workload Balance Balanced / "Requires
-insight of both ML and System"; Converge Speed Slower / Faster. The slides give no hidden size, batch size,
-micro-batch count or baseline for the speed-ups; we read both as over one GPU without bucketing.
+Seed (002, slides "Performance Optimization of LSTM Training on GPU", Lin & Wu), verbatim: "Centralized
+Parameter Storage" (their data parallel set-up), "DP gains some speedup on multi-GPU..." with its footnote
+"Trained 8-layer LSTM with PennTree Bank dataset, with 1-4 GTX750 on single machine", "2.3x speedup with 4
+GTX750 on single machine", "5.3x speedup with 4 GTX750 and bucketing on single machine", "Conclusion: MP is
+better in training LSTM on multi GPU", "DP does not scale well on multi-GPU" with its footnote "Experiment
+with no computation and only communication", and the table: Communication Cost High (DP) / Low (MP);
+Workload Balance Balanced / "Requires insight of both ML and System"; Converge Speed Slower / Faster. The
+slides give no hidden size, batch size, micro-batch count or baseline for the speed-ups; we read both as
+over one GPU without bucketing.
 
 What runs (`lstmstudy.parallel`). The same `StackedLSTM` (the seed's 8 layers by default) is trained three
 ways on the same batches of real Penn Treebank sentence lengths (claim 5's plans: `pad_to_global_max`,
@@ -19,7 +21,9 @@ layers per device. On N >= 2 GPUs `lstmstudy measure --claims 07` launches `torc
 and times 1..N devices in interleaved rounds. On a CPU the same code runs on gloo with 2 processes as a
 functional test (data parallel and the pipeline must match one device's losses and gradients); its rows
 are stored `skipped`, "not measured (needs >= 2 GPUs)", never as a speed-up. On a one-GPU node the
-one-device baseline is timed and the rest stored the same way.
+one-device baseline is timed and the rest stored the same way. The page also prices the schemes on paper
+(`lstmstudy.parallel.cost`), data parallel both by a ring all-reduce and by the slides' central parameter
+store: those figures are modelled, never measured.
 
 The rule (`RULE`) is ours, stated here before any data: per GPU set with at least 2 GPUs, at the most GPUs
 it measured (N), without bucketing.
@@ -47,8 +51,9 @@ NUMBER = "07"
 STATEMENT = ("On several GPUs, model parallelism (the layers pipelined across GPUs) trains an 8-layer LSTM faster "
              "than data parallelism: 2.3x over one GPU on 4 GPUs, 5.3x with bucketing")
 SEED_FIGURE = ('"2.3x speedup with 4 GTX750 on single machine"; "5.3x speedup with 4 GTX750 and bucketing on single '
-               'machine"; "DP does not scale well on multi-GPU"; "Conclusion: MP is better in training LSTM on '
-               'multi GPU" (slides, seed 002; their bold markup on the figures left out)')
+               'machine"; "DP does not scale well on multi-GPU", footnoted "Experiment with no computation and only '
+               'communication"; "Conclusion: MP is better in training LSTM on multi GPU" (slides, seed 002; their '
+               'bold markup on the figures left out)')
 SEED_MP_SPEEDUP, SEED_MP_BUCKETED, SEED_GPUS = 2.3, 5.3, 4
 RULE = ("decided per GPU set with at least 2 GPUs, at the most GPUs it measured (N), without bucketing (every batch "
         "padded to the corpus maximum), on 95% intervals of tokens/s ratios formed within interleaved rounds. "
@@ -375,6 +380,12 @@ CLAIM = Claim(
 
 # --- the model on paper ------------------------------------------------------------------------------------
 
+#: what starts the name of every panel of the model's figures: they are modelled, never measured
+MODELLED = "modelled: "
+#: the measured data parallel scheme, as the page names it
+DDP = "data parallel (DDP)"
+
+
 def cost_model(parameters: dict, timesteps: int):
     """The cost model's `Model` for a grid's sizes (`lstmstudy.parallel.cost`) at `timesteps` per batch."""
     from lstmstudy.parallel import cost
@@ -383,23 +394,32 @@ def cost_model(parameters: dict, timesteps: int):
                       batch=parameters["batch_size"], timesteps=timesteps)
 
 
+def modelled(value: float, unit: str) -> str:
+    """A figure of the cost model as the page prints it, marked "(modelled)" so that, glued anywhere, it
+    never reads as measured: `unit` is "x" (a speed-up), "ms" or "%" (a share of the step)."""
+    text = {"x": f"{value:.2f}x", "ms": f"{value:.1f} ms", "%": f"{value:.0%}"}[unit]
+    return f"{text} (modelled)"
+
+
 def cost_table(parameters: dict, timesteps: int) -> pd.DataFrame:
-    """Both schemes' predicted step time, its communication, the bytes they move per step and the speed-up
-    over one device, for every setting of `cost.SETTINGS`, at the grid's sizes."""
+    """Every scheme's modelled step time, its communication, the bytes its busiest link carries per step and
+    the speed-up over one device, for every setting of `cost.SETTINGS`, at the grid's sizes. Each panel's
+    name starts "modelled:", so that no figure of it reads as measured."""
     from lstmstudy.parallel import cost
 
     model = cost_model(parameters, timesteps)
     rows = []
     for setting in cost.SETTINGS:
         for e in cost.estimates(model, setting, parameters["micro_batches"]):
-            rows.append({"panel": setting.name, "scheme": e.scheme, "devices": e.devices, "step_ms": e.step_s * 1e3,
-                         "comm_ms": e.comm_s * 1e3, "MB_per_step": e.bytes_per_step / 1e6, "bubble": e.bubble,
-                         "speedup": e.speedup})
+            rows.append({"panel": f"{MODELLED}{setting.name}", "scheme": e.scheme, "devices": e.devices,
+                         "step_ms": e.step_s * 1e3, "comm_ms": e.comm_s * 1e3, "MB_per_step": e.bytes_per_step / 1e6,
+                         "bubble": e.bubble, "speedup": e.speedup})
     return pd.DataFrame(rows)
 
 
 def assumptions() -> pd.DataFrame:
-    """Every device and link figure the cost model uses, with its source or the word 'assumption'."""
+    """Every device and link figure the cost model uses, and where its parameter store sits, with its source
+    or the word 'assumption'."""
     from lstmstudy.parallel import cost
 
     rows = []
@@ -411,6 +431,8 @@ def assumptions() -> pd.DataFrame:
         rows.append({"setting": setting.name, "what": f"link: {setting.link.name}",
                      "figure": f"{setting.link.bandwidth / 1e9:g} GB/s, {setting.link.latency_s * 1e6:g} us",
                      "source": setting.link.source})
+    rows.append({"setting": "every setting", "what": "parameter store (data parallel)",
+                 "figure": "2 (N - 1) x the gradient bytes over its link per step", "source": cost.STORE_SOURCE})
     return pd.DataFrame(rows).drop_duplicates(subset=["what", "figure"])
 
 
@@ -419,5 +441,16 @@ def measured_scaling(frame: pd.DataFrame) -> pd.DataFrame:
     table = speedups(frame)
     if table.empty:
         return table.assign(panel=[])
-    names = {"single": "one device", "ddp": "data parallel", "pipeline": "pipeline"}
+    names = {"single": "one device", "ddp": DDP, "pipeline": "pipeline"}
     return table.assign(panel=table.hardware_id + ", " + table.plan, scheme=table.scheme.map(names))
+
+
+def model_beside_measured(predicted: pd.DataFrame, measured: pd.DataFrame, panel: str) -> pd.DataFrame:
+    """Each measured speed-up without bucketing (`measured_scaling`) beside the modelled one of `panel`
+    (`cost_table`): DDP beside the ring all-reduce, since DDP all-reduces and keeps no parameter store."""
+    from lstmstudy.parallel import cost
+
+    model = predicted[predicted.panel == panel].replace({"scheme": {cost.RING: DDP}})
+    ours = measured[measured.plan == NO_BUCKETING][["hardware_id", "scheme", "devices", "speedup"]]
+    return ours.merge(model[["scheme", "devices", "speedup"]].rename(columns={"speedup": "modelled speedup"}),
+                      on=["scheme", "devices"], how="left")

@@ -5,12 +5,15 @@ One training step of a stacked LSTM (`layers` x `hidden` units, `features` input
 sequences of `timesteps` steps, fp32) on one device takes `one_device_s`: every layer runs `timesteps`
 dependent cell updates forward and again backward, each costing a fixed latency (`cell_latency_s`: kernel
 launches and synchronisation, which do not shrink with the batch) plus its arithmetic at an achieved FLOP
-rate. The two schemes of N devices then cost, per step:
+rate. The schemes of N devices then cost, per step:
 
-- data parallel (`DistributedDataParallel`): each device trains batch / N sequences, then the gradients
-  (every parameter, 4 bytes each) are all-reduced by a ring: each device sends and receives
-  2 (N - 1) / N of them over its link. No overlap of the all-reduce with the backward pass is assumed
-  (DDP overlaps bucket by bucket, so this is an upper bound on the step time).
+- data parallel: each device trains batch / N sequences, then the gradients (every parameter, 4 bytes
+  each) are exchanged, in one of two ways. A ring all-reduce (DDP's all-reduce, priced as a ring): each
+  device sends and receives 2 (N - 1) / N of them over its link. A centralized parameter store (the
+  slides' set-up: "Centralized Parameter Storage"): the workers push their gradients to one store and pull
+  the new weights back, so the store's link carries 2 (N - 1) times them (`parameter_server_bytes`). No
+  overlap of the exchange with the backward pass is assumed (DDP overlaps bucket by bucket, so this is an
+  upper bound on the step time).
 - pipeline (GPipe, `torch.distributed.pipelining.ScheduleGPipe`): the layers are split into S = N stages of
   layers / N layers, the batch into M micro-batches; a micro-batch's activations (batch / M x timesteps x
   hidden x 4 bytes) cross each stage boundary forward and their gradients backward. The schedule takes
@@ -96,11 +99,41 @@ def one_device_s(model: Model, device: Device, *, batch: int | None = None, laye
     return layers * model.timesteps * device.cell_latency_s + flops / device.achieved_flops
 
 
-def ring_allreduce_s(nbytes: float, devices: int, link: Link) -> float:
-    """A ring all-reduce of `nbytes`: 2 (N - 1) messages of nbytes / N per device (reduce-scatter, all-gather)."""
-    if devices < 2:
-        return 0.0
-    return 2 * (devices - 1) * (link.latency_s + nbytes / devices / link.bandwidth)
+def ring_allreduce_bytes(nbytes: float, devices: int) -> float:
+    """What each device's link carries in a ring all-reduce of `nbytes`: 2 (N - 1) messages of nbytes / N
+    (reduce-scatter, then all-gather), each sent while another arrives."""
+    return 2 * (devices - 1) * nbytes / devices
+
+
+def parameter_server_bytes(nbytes: float, devices: int) -> float:
+    """What a centralized parameter store's link carries when N workers exchange `nbytes` of gradients:
+    2 (N - 1) messages of nbytes, one after another.
+
+    Assumed: the store sits on one of the N devices, so its own worker's gradients and weights never cross a
+    link; each of the other N - 1 workers pushes its gradients over the store's link, then (synchronous SGD:
+    no worker pulls before the last push is summed) pulls the updated weights back over it. That link is the
+    bottleneck and the workers' links idle meanwhile. It is the cheapest place for a central store, so the
+    model does not overstate its cost: a store in host memory, apart from the workers, adds a push and a pull
+    (2 N messages). The slides' data parallel slide ("DP 101: Data is the primitive") reads "Centralized
+    Parameter Storage" and does not say where the store sits.
+    """
+    return 2 * (devices - 1) * nbytes
+
+
+#: where `parameter_server_bytes` puts the store, stated as `Link.source` and `Device.source` state theirs
+STORE_SOURCE = ("assumption: on one of the N devices. The slides' data parallel slide reads "
+                '"Centralized Parameter Storage" without saying where it sits; on a worker it is cheapest (a store '
+                "in host memory adds a push and a pull), so the model does not overstate its cost")
+
+#: data parallel's two ways to exchange the gradients, by the name the page gives the scheme
+RING, STORE = "data parallel, ring all-reduce", "data parallel, parameter server"
+EXCHANGES = {RING: ring_allreduce_bytes, STORE: parameter_server_bytes}
+
+
+def exchange_s(scheme: str, nbytes: float, devices: int, link: Link) -> float:
+    """Data parallel's exchange of `nbytes` of gradients by `scheme` (one of `EXCHANGES`): both take
+    2 (N - 1) messages, one after another, each a latency, and the busiest link's bytes at its bandwidth."""
+    return 2 * (devices - 1) * link.latency_s + EXCHANGES[scheme](nbytes, devices) / link.bandwidth
 
 
 def bubble(stages: int, micro_batches: int) -> float:
@@ -110,7 +143,8 @@ def bubble(stages: int, micro_batches: int) -> float:
 
 @dataclass(frozen=True)
 class Estimate:
-    """One scheme on N devices: its step time, split into compute and communication, and its speed-up."""
+    """One scheme on N devices: its step time, split into compute and communication, the bytes its busiest
+    link carries in a step (`EXCHANGES`; a pipeline's one stage boundary, both ways), and its speed-up."""
 
     scheme: str
     devices: int
@@ -122,14 +156,15 @@ class Estimate:
     bubble: float = 0.0
 
 
-def data_parallel(model: Model, device: Device, link: Link, devices: int) -> Estimate:
-    """DDP on N devices: batch / N each, then the gradients all-reduced (no overlap assumed)."""
+def data_parallel(model: Model, device: Device, link: Link, devices: int, scheme: str = RING) -> Estimate:
+    """Data parallel on N devices: batch / N each, then the gradients exchanged by `scheme`, one of
+    `EXCHANGES` (no overlap assumed)."""
     if model.batch % devices:
         raise ParameterError(f"batch {model.batch} does not split over {devices} devices")
     compute = one_device_s(model, device, batch=model.batch // devices)
     nbytes = model.parameters * FP32_BYTES
-    comm = ring_allreduce_s(nbytes, devices, link)
-    return Estimate("data parallel", devices, compute + comm, compute, comm, nbytes,
+    comm = exchange_s(scheme, nbytes, devices, link)
+    return Estimate(scheme, devices, compute + comm, compute, comm, EXCHANGES[scheme](nbytes, devices),
                     one_device_s(model, device) / (compute + comm))
 
 
@@ -180,13 +215,14 @@ SETTINGS = (Setting("the slides: 4 x GTX 750, PCIe through the host", GTX750, PC
 
 
 def estimates(model: Model, setting: Setting, micro_batches: int) -> list[Estimate]:
-    """Both schemes on 2, 4, ... up to the setting's devices (the powers of two that split the model)."""
+    """Every scheme (data parallel by both exchanges, the pipeline) on 2, 4, ... up to the setting's devices
+    (the powers of two that split the model)."""
     out = [Estimate("one device", 1, one_device_s(model, setting.device), one_device_s(model, setting.device), 0.0,
                     0.0, 1.0)]
     devices = 2
     while devices <= setting.max_devices:
         if not model.layers % devices and not model.batch % devices:
-            out += [data_parallel(model, setting.device, setting.link, devices),
+            out += [*(data_parallel(model, setting.device, setting.link, devices, scheme) for scheme in EXCHANGES),
                     pipeline(model, setting.device, setting.link, devices, micro_batches)]
         devices *= 2
     return out
