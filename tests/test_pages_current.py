@@ -12,6 +12,7 @@ from lstmstudy import ledger, notebook, published_rules, results
 from lstmstudy.claims import registry
 
 ROOT = Path(__file__).resolve().parent.parent
+MARKDOWN = "application/papermill.record/text/markdown"
 STALE = "is stale: re-render it with `lstmstudy reproduce --no-measure`"
 
 
@@ -22,12 +23,13 @@ def read(page: Path):
 
 
 def glued(page: Path) -> dict[str, object]:
-    """Every value a page glued, by key, as Python values."""
+    """Every value a page glued, by key: Markdown as its text, anything else as a Python value."""
     out = {}
     for cell in read(page).cells:
         for output in cell.get("outputs", []):
             if name := output.get("metadata", {}).get("scrapbook", {}).get("name"):
-                out[name] = ast.literal_eval(output["data"]["application/papermill.record/text/plain"])
+                data = output["data"]
+                out[name] = data.get(MARKDOWN) or ast.literal_eval(data["application/papermill.record/text/plain"])
     return out
 
 
@@ -39,8 +41,10 @@ def markdown(page: Path) -> list[str]:
 @pytest.mark.parametrize("claim", registry(judged_only=True), ids=lambda c: c.stem)
 def test_a_claim_page_glues_the_verdicts_the_code_computes_now(claim):
     page = ROOT / "book" / "claims" / f"{claim.stem}.ipynb"
-    verdicts = [v for v in claim.judge(results.load(claim.name)) if v.rule == claim.rule]  # the claim's own
-    expected = notebook.verdict_glue(f"c{claim.number}", verdicts)
+    data = results.load(claim.name)
+    verdicts = claim.judge(data)
+    expected = notebook.verdict_glue(f"c{claim.number}", [v for v in verdicts if v.rule == claim.rule])
+    expected[f"c{claim.number}_glance"] = notebook.glance(claim, data, verdicts)
     found = glued(page)
     assert {k: found.get(k) for k in expected} == expected, f"{page.name} {STALE}"
 
