@@ -153,7 +153,8 @@ def glance(claim: Claim, results: pd.DataFrame, verdicts: Sequence[Verdict], roo
     own = [v for v in verdicts if v.rule == claim.rule] or list(verdicts)
     lines = [f"- **The source claims:** {claim.statement}.", f"- **Measured here:** {measured}.",
              "- **Verdicts** (a CPU analogue is never counted as a reproduction):"]
-    lines += [f"  - `{v.hardware_id}` ({v.evidence_label}): **{v.outcome.value}**; 95% interval: {v.interval_text}"
+    lines += [f"  - `{v.hardware_id}`: **{v.outcome.value}**" if v.outcome == Outcome.NOT_MEASURED else
+              f"  - `{v.hardware_id}` ({v.evidence_label}): **{v.outcome.value}**; 95% interval: {v.interval_text}"
               for v in own] or ["  - none: no result set is stored"]
     return "\n".join(lines)
 

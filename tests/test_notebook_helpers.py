@@ -54,7 +54,9 @@ def test_a_set_measured_from_a_dirty_tree_says_so(tmp_path):
     sets = notebook.hardware_sets(data, claim.NAME, tmp_path).set_index("hardware_id")["measured at"]
     assert sets.to_dict() == {"cpu-clean-2t": "abc123", "cpu-dirty-2t": "def456 (uncommitted changes)",
                               "cpu-old-2t": "not recorded"}
-    box = notebook.glance(claim.CLAIM, data, [verdict("cpu-dirty-2t", Outcome.REPRODUCED)], tmp_path)
+    box = notebook.glance(claim.CLAIM, data, [verdict("cpu-dirty-2t", Outcome.REPRODUCED),
+                                              verdict("cpu-old-2t", Outcome.NOT_MEASURED)], tmp_path)
+    assert "- `cpu-old-2t`: **not measured on this hardware**\n" in box + "\n"
     assert "`cpu-dirty-2t` (CPU analogue, 1 configurations, interleaved rounds, measured with uncommitted changes)" \
         in box
     assert "**No GPU set is stored: the claim itself, about GPUs, is not measured here**" in box
