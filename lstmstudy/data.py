@@ -1,6 +1,6 @@
 """Batching plans for variable-length sequences, and the padded work each one costs.
 
-The slides being reproduced ("Performance optimization of LSTM training on GPU", Lin & Wu) argue that
+The slides being reproduced ("Performance Optimization of LSTM Training on GPU", Lin & Wu) argue that
 padding brings in unnecessary work: an LSTM computes every padded timestep of a batch whether or not
 it belongs to a sequence. A *plan* is a list of batches, each a list of sequence indices; its *padded
 steps* are the timesteps x sequences actually computed, sum over batches of len(batch) x width, where

@@ -15,7 +15,7 @@ from pathlib import Path
 import pandas as pd
 
 from lstmstudy import published, published_rules, results
-from lstmstudy.claims import CPU_ANALOGUE, GPU, PUBLISHED, PUBLISHED_PREFIX, Claim, Outcome, registry
+from lstmstudy.claims import CPU_ANALOGUE, GPU, PUBLISHED, PUBLISHED_PREFIX, Claim, Outcome, one_burst_sets, registry
 from lstmstudy.toc import TOC, claim_pages
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -86,11 +86,11 @@ def table(root: Path | None = None, *, claims: Sequence[Claim] | None = None, to
 def noise(frame: pd.DataFrame) -> str:
     """How many timed rows of a result set stayed noisy after their rounds (`timing.Rounds.noise_bound`)."""
     ok = frame[frame.status == "ok"] if not frame.empty else frame
-    flagged = ok["noisy"].dropna() if not ok.empty else ok
     if ok.empty:
         return ""
-    if flagged.empty:
+    if one_burst_sets(frame):
         return "noise not assessed (one burst per row, measured before interleaved rounds)"
+    flagged = ok["noisy"].dropna()
     return f"{int(flagged.sum())} of {len(flagged)} timed rows noisy (95% interval wider than +-10%)"
 
 
@@ -135,7 +135,9 @@ def to_markdown(ledger: pd.DataFrame) -> str:
                          f"*{_md(row['verdict'])}*: {_md(row['our figure'])} |")
             continue
         hardware = f"`{row['hardware']}` ({row['evidence']})" if row["hardware"] else "none stored"
-        ours = f"{row['our figure']}; {row['timing']}" if row["timing"] else row["our figure"]
+        # a set without a verdict for its noise says so in its figure already
+        timed = row["timing"] and row["verdict"] != Outcome.NOT_ASSESSED.value
+        ours = f"{row['our figure']}; {row['timing']}" if timed else row["our figure"]
         verdict = (f"{CPU_ANALOGUE}: {_md(row['verdict'])} (not counted)" if _is_analogue(row)
                    else f"**{_md(row['verdict'])}**")
         lines.append(f"| {claim} | {seed} | {hardware} | {verdict} | {_md(ours)} |  |")
@@ -145,7 +147,7 @@ def to_markdown(ledger: pd.DataFrame) -> str:
 # --- the conclusions --------------------------------------------------------------------------------
 
 def _is_analogue(row: dict) -> bool:
-    return row["evidence"] == CPU_ANALOGUE and row["verdict"] != Outcome.NOT_MEASURED.value
+    return row["evidence"] == CPU_ANALOGUE and row["verdict"] not in _NO_VERDICT
 
 
 def result_sets(ledger: pd.DataFrame) -> list[str]:
@@ -195,9 +197,10 @@ def sentences(ledger: pd.DataFrame) -> list[str]:
             head += (f" No verdict on {', '.join(f'`{h}`' for h in unassessed)}: timed in one burst per row, so "
                      f"its noise was not assessed.")
         if measured.empty:
-            stored = [h for h in rows["hardware"] if h]
+            stored = [h for h in rows["hardware"] if h and h not in unassessed]
             where = f"the stored sets ({', '.join(f'`{h}`' for h in stored)})" if stored else "any stored hardware set"
-            out.append(f"{head} Not measurable on {where}: neither confirmed nor refuted here.{_published(others)}")
+            why = f" Not measurable on {where}:" if stored or not unassessed else ""
+            out.append(f"{head}{why} neither confirmed nor refuted here.{_published(others)}")
             continue
         gpu, cpu = measured[measured["evidence"] == GPU], measured[measured["evidence"] == CPU_ANALOGUE]
         sentence = head

@@ -60,10 +60,11 @@ def hardware_sets(results: pd.DataFrame, claim: str | None = None, root: Path | 
     stored = fingerprints(claim, root) if claim else {}
     rows = []
     for hardware_id, part in results.groupby("hardware_id", sort=True):
-        rows.append({"hardware_id": hardware_id, "evidence": GPU if hardware_id.startswith("cuda-") else CPU_ANALOGUE,
-                     "configurations": len(part),
-                     "timing": "one burst per row: noise not assessed, no verdict" if hardware_id in bursts
-                     else "interleaved rounds",
+        timed = (part.status == "ok").any()
+        evidence = GPU if hardware_id.startswith("cuda-") else CPU_ANALOGUE
+        timing = "one burst per row: noise not assessed, no verdict" if hardware_id in bursts else "interleaved rounds"
+        rows.append({"hardware_id": hardware_id, "evidence": evidence if timed else "not measured",
+                     "configurations": len(part), "timing": timing if timed else "nothing timed",
                      "measured at": _provenance(part, stored.get(hardware_id, []))})
     return pd.DataFrame(rows, columns=columns)
 
@@ -142,8 +143,9 @@ def glue_verdicts(prefix: str, verdicts: Sequence[Verdict]) -> None:
 
 
 def glance(claim: Claim, results: pd.DataFrame, verdicts: Sequence[Verdict], root: Path | None = None) -> str:
-    """The box a claim page opens with, as MyST Markdown: what the source claims, what was measured on which
-    hardware sets, and each verdict with its evidence and the intervals that decided it."""
+    """The box a claim page opens with, as MyST Markdown: what the source says (its figure, verbatim), the claim
+    tested (ours, in a sentence), what was measured on which hardware sets, and each verdict with its evidence
+    and the intervals that decided it."""
     sets = hardware_sets(results, claim.name, root)
     measured = "; ".join(f"`{r.hardware_id}` ({r.evidence}, {r.configurations} configurations, {r.timing}"
                          f"{', measured with uncommitted changes' if 'uncommitted' in r['measured at'] else ''})"
@@ -151,7 +153,8 @@ def glance(claim: Claim, results: pd.DataFrame, verdicts: Sequence[Verdict], roo
     if not (sets.evidence == GPU).any():
         measured += ". **No GPU set is stored: the claim itself, about GPUs, is not measured here**"
     own = [v for v in verdicts if v.rule == claim.rule] or list(verdicts)
-    lines = [f"- **The source claims:** {claim.statement}.", f"- **Measured here:** {measured}.",
+    lines = [f"- **What the source says:** {claim.seed_figure}.", f"- **The claim tested:** {claim.statement}.",
+             f"- **Measured here:** {measured}.",
              "- **Verdicts** (a CPU analogue is never counted as a reproduction):"]
     lines += [f"  - `{v.hardware_id}`: **{v.outcome.value}**" if v.outcome == Outcome.NOT_MEASURED else
               f"  - `{v.hardware_id}` ({v.evidence_label}): **{v.outcome.value}**; 95% interval: {v.interval_text}"

@@ -91,6 +91,21 @@ def test_a_gpu_faster_everywhere_is_not_reproduced(tmp_path):
     assert "GPU ahead from the smallest batch" in v.ours_text
 
 
+def test_a_gpu_ahead_at_both_ends_is_no_crossover_even_if_the_cpu_wins_between(tmp_path):
+    store(tmp_path, CPU, CPU_MS)
+    store(tmp_path, GPU, {1: 1.0, 8: 9.0, 64: 30.0, 512: 8.0})  # GPU, CPU, CPU, GPU: the GPU wins both ends
+    assert only(claim.verdicts(results.load(claim.NAME, tmp_path))).outcome == Outcome.NOT_REPRODUCED
+
+
+def test_a_pair_with_a_set_timed_in_one_burst_gets_no_verdict(tmp_path):
+    store(tmp_path, CPU, CPU_MS)  # these rows carry no rounds: timed as the sets before interleaved rounds
+    store(tmp_path, GPU, {1: 6.0, 8: 3.0, 64: 5.0, 512: 8.0})
+    data = results.load(claim.NAME, tmp_path)
+    assert only(claim.verdicts(data)).outcome == Outcome.REPRODUCED
+    judged = only(claim.CLAIM.judge(data))
+    assert judged.outcome == Outcome.NOT_ASSESSED and not judged.counts and judged.hardware_id.startswith("cuda-")
+
+
 def test_models_that_disagree_make_the_pair_partly(tmp_path):
     store(tmp_path, CPU, CPU_MS)
     store(tmp_path, GPU, {1: 6.0, 8: 3.0, 64: 5.0, 512: 8.0})

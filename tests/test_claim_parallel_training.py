@@ -41,8 +41,8 @@ def test_a_bad_grid_is_a_parameter_error(overrides, message):
 def test_the_grid_times_one_device_then_both_schemes_per_plan():
     points = claim.CLAIM.points("cpu")
     assert [(p.kernel, p.config["devices"], p.config["plan"]) for p in points[:3]] == [
-        ("torch.single", 1, "pad_to_global_max"), ("torch.ddp", 2, "pad_to_global_max"),
-        ("torch.pipeline", 2, "pad_to_global_max")]
+        ("torch.single", 1, "pad_per_batch"), ("torch.ddp", 2, "pad_per_batch"),
+        ("torch.pipeline", 2, "pad_per_batch")]
     assert len(points) == 6 and all(p.shape.layers == 8 for p in points)
 
 

@@ -7,8 +7,8 @@ from pathlib import Path
 import pytest
 
 from lstmstudy import backends
-from lstmstudy.claims import (DEVICE_KINDS, MODULES, Outcome, combine, crossover, crossover_possible, holds_below, holds_from,
-                              lookup, one_burst_sets, registry, settle)
+from lstmstudy.claims import (DEVICE_KINDS, MODULES, Outcome, combine, crossover, crossover_possible, holds_below,
+                              holds_from, lookup, one_burst_sets, registry, settle)
 from lstmstudy.errors import ParameterError
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -170,7 +170,8 @@ def _timed_rows(hardware_id: str, rounds: list[int]) -> list[dict]:
         out.append({"claim": cudnn_fallback.NAME, "hardware_id": hardware_id, "device_kind": "cpu", "kernel": kernel,
                     "phase": "inference", "precision": "fp32", "batch": 1, "timesteps": 8, "features": 8,
                     "hidden": 8, "layers": 1, "bidirectional": False, "config": "{}", "status": "ok", "error": "",
-                    "samples": samples, "median_s": ms / 1e3, "round_sizes": rounds, "round_seed": 1 if rounds else None,
+                    "samples": samples, "median_s": ms / 1e3, "round_sizes": rounds,
+                    "round_seed": 1 if rounds else None,
                     "observed_kernel": "onednn", "predicted_kernel": ""})
     return out
 
@@ -182,6 +183,8 @@ def test_a_set_timed_in_one_burst_per_row_gets_no_verdict():
 
     data = pd.DataFrame(_timed_rows("cpu-rounds-2t", [3, 3]) + _timed_rows("cpu-burst-2t", []))
     assert one_burst_sets(data) == {"cpu-burst-2t"}
+    # the edge: one round is one burst, two rounds are not
+    assert one_burst_sets(pd.DataFrame(_timed_rows("cpu-a-2t", [6]) + _timed_rows("cpu-b-2t", [5, 1]))) == {"cpu-a-2t"}
     judged = {v.hardware_id: v for v in cudnn_fallback.CLAIM.judge(data)}
     plain = {v.hardware_id: v for v in cudnn_fallback.CLAIM.verdicts(data)}
     assert judged["cpu-rounds-2t"] == plain["cpu-rounds-2t"] and plain["cpu-burst-2t"].outcome == Outcome.REPRODUCED

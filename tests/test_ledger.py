@@ -159,3 +159,13 @@ def test_a_claim_with_two_statements_gets_one_block_each():
     assert set(own.statement) == {"PyTorch's LSTM is ~50% slower than the raw cuDNN baseline (DeepBench), and "
                                   "TensorFlow far slower"}
     assert ledger.to_markdown(rows).count("Claim 4") == 2
+
+
+def test_a_statement_judged_only_on_sets_without_verdicts_says_so_once(toc_file, results_root):
+    claims = [fake_claim("01", [("cpu-x", 2.6, Outcome.NOT_ASSESSED.value),
+                                ("cpu-y", 0.0, Outcome.NOT_MEASURED.value)])]
+    text = ledger.conclusions(ledger.table(results_root, claims=claims, toc=toc_file))
+    assert "No verdict on `cpu-x`" in text and "Not measurable on the stored sets (`cpu-y`):" in text
+    only_bursts = [fake_claim("01", [("cpu-x", 2.6, Outcome.NOT_ASSESSED.value)])]
+    text = ledger.conclusions(ledger.table(results_root, claims=only_bursts, toc=toc_file))
+    assert "No verdict on `cpu-x`" in text and "Not measurable" not in text and "neither confirmed nor refuted" in text

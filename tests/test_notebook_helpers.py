@@ -62,6 +62,10 @@ def test_a_set_measured_from_a_dirty_tree_says_so(tmp_path):
     assert "**No GPU set is stored: the claim itself, about GPUs, is not measured here**" in box
     assert "- `cpu-dirty-2t` (CPU analogue): **reproduced**; 95% interval: none (point rule)" in box
     assert notebook.hardware_sets(pd.DataFrame()).empty
+    skipped = data.assign(status="skipped")
+    assert set(notebook.hardware_sets(skipped).evidence) == {"not measured"}
+    assert set(notebook.hardware_sets(skipped).timing) == {"nothing timed"}
+    assert "- **What the source says:** " + claim.SEED_FIGURE in box and "- **The claim tested:** " in box
 
 
 def test_a_table_without_rows_is_a_sentence_and_a_missing_value_is_words():

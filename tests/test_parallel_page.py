@@ -22,7 +22,7 @@ SENTENCE, FOOTNOTE = "DP does not scale well on multi-GPU", "Experiment with no 
 @pytest.fixture(scope="module")
 def predicted() -> pd.DataFrame:
     sizes = claim.CLAIM.parameters("cuda")
-    return claim.cost_table(sizes, int(data.corpus(sizes["corpus"]).max()))
+    return claim.cost_table(sizes, claim.model_timesteps(sizes))
 
 
 def test_every_figure_of_the_model_is_marked_modelled(predicted):

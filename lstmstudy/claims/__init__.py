@@ -85,9 +85,10 @@ class Verdict:
 
     @property
     def evidence_label(self) -> str:
-        """What a page calls the evidence: `evidence`, or 'not measured' where nothing was measured (a CPU set on
-        which a claim could not be measured is no CPU analogue of it)."""
-        return "not measured" if self.outcome == Outcome.NOT_MEASURED else self.evidence
+        """What a page calls the evidence: `evidence`, or 'not measured' where nothing of ours was measured (a CPU
+        set on which a claim could not be measured is no CPU analogue of it)."""
+        return "not measured" if self.outcome == Outcome.NOT_MEASURED and self.evidence != PUBLISHED \
+            else self.evidence
 
     @property
     def counts(self) -> bool:
@@ -178,13 +179,8 @@ class Claim:
         return sorted(points, key=lambda p: p.kernel in self.slow)
 
     def judge(self, results: pd.DataFrame) -> list[Verdict]:
-        """`verdicts`, except on a set timed in one burst per row (`one_burst_sets`): there the figure stays, and
-        the outcome is `NOT_ASSESSED`. The project's coverage benchmark found that such a 95% interval held a second
-        run's ratio only 15% of the time (results/interval_coverage), against 82% with rounds: it cannot decide."""
-        bursts = one_burst_sets(results)
-        return [replace(v, outcome=Outcome.NOT_ASSESSED, ours_text=f"{v.ours_text}; {ONE_BURST_WORDS}")
-                if v.hardware_id in bursts and v.outcome != Outcome.NOT_MEASURED else v
-                for v in self.verdicts(results)]
+        """`verdicts`, with no verdict on a set whose noise was not assessed (`assess_noise`)."""
+        return assess_noise(self.verdicts(results), results)
 
     def estimate_s(self, kind: str) -> float:
         """Planned seconds to measure the default grid of `kind` from scratch (points x seconds per point, a slow
@@ -211,8 +207,20 @@ ONE_BURST_WORDS = ("no verdict: each row was timed in one burst, before interlea
                    "holds no run-to-run drift (noise not assessed); re-measure this hardware to judge it")
 
 
+def assess_noise(verdicts: Sequence[Verdict], results: pd.DataFrame) -> list[Verdict]:
+    """The verdicts, except on a set timed in one burst per row (`one_burst_sets`), or a pair with such a set:
+    there the figure stays and the outcome is `NOT_ASSESSED`. The project's coverage benchmark found that such
+    a 95% interval held a second run's ratio far less often than 95% of the time (results/interval_coverage),
+    so it cannot decide a rule."""
+    bursts = one_burst_sets(results)
+    return [replace(v, outcome=Outcome.NOT_ASSESSED, ours_text=f"{v.ours_text}; {ONE_BURST_WORDS}")
+            if bursts.intersection(v.hardware_id.split(" vs ")) and v.outcome != Outcome.NOT_MEASURED else v
+            for v in verdicts]
+
+
 def one_burst_sets(results: pd.DataFrame) -> set[str]:
-    """The hardware sets none of whose `ok` rows was timed in two or more rounds."""
+    """The hardware sets none of whose `ok` rows was timed in two or more rounds (those measured before
+    interleaved rounds existed; a set that timed nothing is not one of them)."""
     if results.empty:
         return set()
     ok = results[results.status == "ok"]

@@ -2,7 +2,7 @@
 
 The page: `notebooks/05_bucketing.ipynb`.
 
-Seed (002, slides "Performance optimization of LSTM training on GPU", Lin & Wu), verbatim: "Ideal
+Seed (002, slides "Performance Optimization of LSTM Training on GPU", Lin & Wu), verbatim: "Ideal
 workload: 4 + 8 + 3 + 7 = 22 words", "Padded workload: 8 + 8 + 7 + 7 = 30 words ~ 36% more works",
 "Bucketing workload: 8 + 8 + 4 + 4 = 24 words ~ ideal", "We trained 8-layer LSTM on PennTree Bank
 dataset with one GTX750" and "3.3x faster with autogen bucketing compared to no bucketing" (the `$$`
@@ -448,7 +448,8 @@ def verdicts(results: pd.DataFrame) -> list[Verdict]:
 
 def tracking_verdicts(results: pd.DataFrame) -> list[Verdict]:
     """Per hardware set, "time follows padded work" judged on the verdict's rows (see `TRACKING_RULE`): a
-    statistic of the page, not a claim of the seed, so the ledger does not count it."""
+    statistic of the page, not a claim of the seed, so the ledger does not count it. The page passes them
+    through `claims.assess_noise`, as `Claim.judge` does the verdicts."""
     table = speedups(results)
     out = []
     for hardware_id in sorted(results.hardware_id.unique()) if not results.empty else []:
@@ -488,7 +489,8 @@ _COMMON = dict(batch_size=32, sample_batches=WHOLE_EPOCH, features=32, static_bo
                static_pad_to="boundary", corpus="ptb-valid")
 #: Keras on a GPU node runs on its torch backend, which refuses a mask on its cuDNN path: a masked LSTM is then
 #: Keras's step-by-step Python loop (1.3 ms per step and layer, forward and backward, on a 2-core CPU;
-#: launch-bound on a GPU too), about 1.5 minutes per 8-layer epoch of the valid split, a quarter of an hour per point's rounds
+#: launch-bound on a GPU too), about 1.5 minutes per 8-layer epoch of the valid split, a quarter of an hour per
+#: point's rounds
 TORCH_KERNELS = [k for k in KERNELS if k.startswith("torch.")]
 CLAIM = Claim(
     number=NUMBER, name=NAME, statement=STATEMENT, seed_figure=SEED_FIGURE, rule=RULE,

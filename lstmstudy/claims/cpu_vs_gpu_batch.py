@@ -57,8 +57,8 @@ RULE = ("per pair of a CPU set and a GPU set of the same host, for each workload
         "ratio of median step times excludes 1 (the two sets are timed in separate runs, so each side is "
         "resampled on its own), and the batch size is undecided when it includes 1. Reproduced if the CPU is "
         "faster at the smallest common batch size and the GPU at the largest; partly if the CPU is faster at both "
-        "ends; not reproduced if the GPU is faster at both ends (no crossover: the GPU wins everywhere it was "
-        "timed) or if neither holds; inconclusive if "
+        "ends; not reproduced if the GPU is faster at the smallest batch size, whatever the largest shows (no "
+        "crossover: the GPU is ahead from the start), or if neither end holds; inconclusive if "
         "the undecided batch sizes could change the outcome. The pair combines its models: reproduced (not "
         "reproduced) if every one is, partly if some are and some are not, inconclusive if an inconclusive model "
         "could change that. A CPU set alone is not measured: the claim needs a GPU set beside it")

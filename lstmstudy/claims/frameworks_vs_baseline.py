@@ -36,8 +36,8 @@ import pandas as pd
 import torch
 
 from lstmstudy import kernels, published, sweep
-from lstmstudy.claims import (PART_WORDS, Bands, Claim, Outcome, Verdict, combine, crossover_possible, holds_from, settle,
-                              timing_plan)
+from lstmstudy.claims import (PART_WORDS, Bands, Claim, Outcome, Verdict, combine, crossover_possible, holds_from,
+                              settle, timing_plan)
 from lstmstudy.errors import Skip
 from lstmstudy.observe import time_inside, what_ran
 from lstmstudy.parameters import check_bool, check_choices, check_positive_ints
@@ -89,9 +89,9 @@ IMPL_RULE = (f"keras.impl1 (implementation=1) against keras.impl2 (implementatio
              f"configurations) holds if its 95% interval lies above 1 (Mode 1 faster), fails if below; part (ii), at "
              f"batch > {IMPL_SMALL_BATCH}, Mode 1 over Mode 2 time holds if its interval lies above 1. Reproduced if "
              f"both hold; partly if Mode 1 is faster at both ends; not reproduced if Mode 2 is faster at both ends "
-             f"(no crossover, as claim 2's rule for a GPU faster at every batch size) or if neither holds; "
-             f"inconclusive if an interval across 1 could change the outcome. Keras 3 honours `implementation` in its generic cell "
-             f"(four matmuls per step at 1, one at 2) on every backend, so Keras-on-torch rows are judged too, "
+             f"(no crossover, as claim 2's rule for a GPU faster at both ends) or if neither holds; inconclusive "
+             f"if an interval across 1 could change the outcome. Keras 3 honours `implementation` in its generic "
+             f"cell (four matmuls per step at 1, one at 2) on every backend, so Keras-on-torch rows are judged too, "
              f"labelled so")
 MODE_PART = Bands((1.0,), (Outcome.NOT_REPRODUCED, Outcome.REPRODUCED))
 
@@ -371,7 +371,8 @@ def ratio(results: pd.DataFrame, kernel: str, baseline: str, precision: str = "f
         lo, hi = geomean_interval(list(part.replicates))
         noise_lo, noise_hi = fixed_geomean_interval(list(part.replicates))
         rows.append({"hardware_id": hw, "ratio": geomean(part.ratio), "ratio_lo": lo, "ratio_hi": hi,
-                     "noise_lo": noise_lo, "noise_hi": noise_hi, "n": len(part), "slower_in": int((part.ratio > 1).sum())})
+                     "noise_lo": noise_lo, "noise_hi": noise_hi, "n": len(part),
+                     "slower_in": int((part.ratio > 1).sum())})
     return pd.DataFrame(rows, columns=columns)
 
 

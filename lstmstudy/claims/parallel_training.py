@@ -14,8 +14,8 @@ slides give no hidden size, batch size, micro-batch count or baseline for the sp
 over one GPU without bucketing.
 
 What runs (`lstmstudy.parallel`). The same `StackedLSTM` (the seed's 8 layers by default) is trained three
-ways on the same batches of real Penn Treebank sentence lengths (claim 5's plans: `pad_to_global_max`,
-the slides' "no bucketing", and `auto_buckets`): on one device; data parallel with
+ways on the same batches of real Penn Treebank sentence lengths (claim 5's plans: `pad_per_batch`,
+the slides' "no bucketing" as their worked example pads, and `auto_buckets`): on one device; data parallel with
 `DistributedDataParallel`; and pipelined with `torch.distributed.pipelining`'s GPipe schedule, one stage of
 layers per device. On N >= 2 GPUs `lstmstudy measure --claims 07` launches `torchrun` with N NCCL processes
 and times 1..N devices in interleaved rounds. On a CPU the same code runs on gloo with 2 processes as a
@@ -39,7 +39,7 @@ from collections.abc import Sequence
 import pandas as pd
 
 from lstmstudy import data, hardware, results, sweep
-from lstmstudy.claims import PART_WORDS, Claim, Outcome, Verdict, combine, holds_from, settle
+from lstmstudy.claims import PART_WORDS, Claim, Outcome, Verdict, bucketing, combine, holds_from, settle
 from lstmstudy.errors import ParameterError
 from lstmstudy.parallel.batching import timed_plan
 from lstmstudy.parameters import check_choices, check_positive_ints
@@ -67,7 +67,9 @@ MP_SPEEDUP = holds_from(1.6)
 
 SCHEMES = {"single": "torch.single", "ddp": "torch.ddp", "pipeline": "torch.pipeline"}
 KERNEL_SCHEME = {kernel: scheme for scheme, kernel in SCHEMES.items()}
-NO_BUCKETING, BUCKETED = "pad_to_global_max", "auto_buckets"
+#: the slides' "without bucketing", read as claim 5 reads it (their worked example pads each batch to its own
+#: longest sentence), and their "with bucketing": claim 5's plans, so both claims time the same batches
+NO_BUCKETING, BUCKETED = bucketing.PER_BATCH, bucketing.AUTO
 PLAN_NAMES = (NO_BUCKETING, BUCKETED)
 ALL_DEVICES = "all"
 NEEDS = "not measured (needs >= 2 GPUs)"
@@ -399,6 +401,13 @@ def modelled(value: float, unit: str) -> str:
     never reads as measured: `unit` is "x" (a speed-up), "ms" or "%" (a share of the step)."""
     text = {"x": f"{value:.2f}x", "ms": f"{value:.1f} ms", "%": f"{value:.0%}"}[unit]
     return f"{text} (modelled)"
+
+
+def model_timesteps(parameters: dict) -> int:
+    """The padded width the cost model gives every batch: the mean width of the grid's batches without bucketing
+    (each padded to its own longest sentence), rounded."""
+    plan = data.plans(parameters["corpus"], parameters["batch_size"])[NO_BUCKETING]
+    return round(sum(plan.widths) / len(plan.widths))
 
 
 def cost_table(parameters: dict, timesteps: int) -> pd.DataFrame:
