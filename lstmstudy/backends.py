@@ -1,16 +1,27 @@
-"""Which Keras backend the study runs on, decided once, before anything imports Keras.
+"""Which Keras backend the study runs on, decided once, before anything imports Keras; and fp32 as IEEE fp32
+in every framework.
 
 Keras picks TensorFlow unless told otherwise. On a GPU node without TensorFlow (HPC nodes, rented
 boxes) that import fails, so when TensorFlow cannot be imported and `KERAS_BACKEND` is unset, the study
 runs Keras on its torch backend and says so once. Every Keras result row records the backend
 (`backend_for`), so a later TensorFlow run on the same machine is a different configuration.
+
+Both frameworks run fp32 as TF32 on Ampere and later GPUs unless told otherwise: `import_keras` turns it
+off for TensorFlow, `ieee_fp32` for torch. This module imports neither at its own import (`import lstmstudy`
+stays light), only where a function needs one.
 """
 
 from __future__ import annotations
 
 import importlib.util
 import os
+from collections.abc import Iterator
+from contextlib import ExitStack, contextmanager
 from functools import cache
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    import torch
 
 #: what the command line says once when the study chose the backend
 CHOSEN_NOTE = "TensorFlow is not installed, so Keras runs on its torch backend (KERAS_BACKEND=torch)"
@@ -43,7 +54,7 @@ def import_keras():
 
     On TensorFlow, let GPU memory grow so torch kernels in the same process keep theirs, and pin fp32 to
     IEEE fp32: TensorFlow runs fp32 matmuls and cuDNN RNNs as TF32 by default on Ampere and later GPUs,
-    while every torch step runs under `torch_kernels.ieee_fp32`.
+    while every torch step runs under `ieee_fp32`.
     """
     from lstmstudy.terminal import quiet_native_stderr
 
@@ -71,3 +82,34 @@ def keras_backend() -> str:
 def backend_for(kernel: str) -> str:
     """The backend a result row records: Keras's for `keras.*` kernels, '' for everything else."""
     return keras_backend() if kernel.startswith("keras.") else ""
+
+
+@contextmanager
+def torch_flag(owner: object, attr: str, value: object) -> Iterator[None]:
+    """Set one torch.backends flag for a block and restore it, leaving every other flag alone."""
+    before = getattr(owner, attr)
+    setattr(owner, attr, value)
+    try:
+        yield
+    finally:
+        setattr(owner, attr, before)
+
+
+@contextmanager
+def ieee_fp32(device: torch.device | str) -> Iterator[None]:
+    """On a GPU, fp32 in cuDNN's RNNs and cuBLAS's matmuls as IEEE fp32, not TF32, for a block (then restored).
+
+    Public so that every fp32 step of the study (the torch kernels, Keras on torch, whole-model steps, the
+    sweep) runs the same arithmetic. Elsewhere it changes nothing: the flags only steer CUDA libraries.
+    """
+    import torch
+
+    with ExitStack() as stack:
+        if torch.device(device).type == "cuda":
+            stack.enter_context(torch_flag(torch.backends.cudnn.rnn, "fp32_precision", "ieee"))
+            # cuDNN's convolutions too, for any convolution in a whole-model step. The legacy getter
+            # `torch.backends.cudnn.allow_tf32` raises inside this block (torch refuses to read a mix of the
+            # new per-operator settings through it): read `cudnn.rnn.fp32_precision` instead
+            stack.enter_context(torch_flag(torch.backends.cudnn.conv, "fp32_precision", "ieee"))
+            stack.enter_context(torch_flag(torch.backends.cuda.matmul, "fp32_precision", "ieee"))
+        yield

@@ -221,7 +221,7 @@ def parser() -> argparse.ArgumentParser:
     mea = sub.add_parser("measure", help="measure claims' default grids for a device into results/ (no notebooks)")
     mea.add_argument("--claims", nargs="+", metavar="CLAIM",
                      help="claims by number, name or stem, 'kernels' for the kernel benchmark, measured in the "
-                          "order given (default: all)")
+                          "order given; 'gpu-order' for every one in a GPU node's order (default: all)")
     mea.add_argument("--device", default="auto", help="auto, cpu, cuda or cuda:N (default: auto)")
     mea.add_argument("--quick", action="store_true", help="shrink every grid (a smoke run)")
     mea.add_argument("--deadline", type=float, metavar="SECONDS",

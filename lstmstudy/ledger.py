@@ -20,23 +20,6 @@ from lstmstudy.toc import TOC, claim_pages
 
 ROOT = Path(__file__).resolve().parent.parent
 
-#: claim number -> (where the claim comes from, in words; the references.bib keys behind it)
-SOURCES: dict[str, tuple[str, tuple[str, ...]]] = {
-    "01": ("blog post (seed 000), quoting Chollet; Q&A (seed 001)",
-           ("blogpost-lstm-gpu", "chollet-dlwp2", "so-cudnnlstm")),
-    "02": ("blog post (seed 000), citing Woolf's benchmark; Q&A (seed 001)",
-           ("blogpost-lstm-gpu", "woolf-cloud-cpus", "so-cudnnlstm")),
-    "03": ("paper (seed 003)", ("mahorker-lstm-kernels",)),
-    "04": ("paper (seed 003): Table 2 against a DeepBench cuDNN baseline, and its Figure 1 (Mode 1 vs Mode 2)",
-           ("mahorker-lstm-kernels", "deepbench")),
-    "05": ("slides (seed 002); real Penn Treebank sentence lengths", ("lin-wu-lstm-slides", "marcus-ptb",
-                                                                     "mikolov-rnnlm")),
-    "06": ("paper (seed 003) left energy as future work; measured as Zeus does",
-           ("mahorker-lstm-kernels", "zeus-nsdi23")),
-    "07": ("slides (seed 002); real Penn Treebank sentence lengths", ("lin-wu-lstm-slides", "marcus-ptb",
-                                                                     "mikolov-rnnlm")),
-}
-
 COLUMNS = ["claim", "statement", "source", "citations", "seed figure", "hardware", "evidence", "our figure",
            "verdict", "timing", "rule", "page"]
 #: the outcomes of a measured verdict, in the order the conclusions name them
@@ -62,8 +45,8 @@ def table(root: Path | None = None, *, claims: Sequence[Claim] | None = None, to
     rows = []
     for claim in registry(judged_only=True) if claims is None else claims:
         number = claim.number
-        source, keys = SOURCES.get(number, ("", ()))
-        base = {"claim": number, "statement": claim.statement, "source": source, "citations": ", ".join(keys),
+        base = {"claim": number, "statement": claim.statement, "source": claim.source,
+                "citations": ", ".join(claim.citations),
                 "seed figure": claim.seed_figure, "rule": claim.rule, "page": pages.get(number, "")}
         frame = results.load(claim.name, root)
         verdicts = claim.judge(frame)

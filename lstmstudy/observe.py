@@ -29,12 +29,13 @@ import time
 import warnings
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
-
-import torch
-from torch.autograd import DeviceType
-from torch.profiler import ProfilerActivity, profile
+from typing import TYPE_CHECKING
 
 from lstmstudy.terminal import quiet_native_stderr
+
+if TYPE_CHECKING:  # torch is imported where a step is profiled: the vocabulary is read without it
+    import torch
+    from torch.profiler import profile
 
 OBSERVED = ("cudnn", "miopen", "onednn", "aten-loop", "python-op-loop", "inductor", "mixed", "none", "")
 PREDICTED = ("cudnn", "miopen", "onednn", "aten-loop", "python-op-loop", "framework-loop", "unrolled", "")
@@ -90,6 +91,9 @@ def _profile(calls: Sequence[Callable[[], object]], device: torch.device, *, gpu
     (torch 2.11, a GPU node's, gives it at every start) says nothing: it is silenced, not avoided with
     `acc_events`, which turns every recorded op into a Python object when the cycle ends (70 s for one epoch
     of a packed LSTM on ATen's loop, against its 2 s to run)."""
+    import torch
+    from torch.profiler import ProfilerActivity, profile
+
     activities = [ProfilerActivity.CPU] + ([ProfilerActivity.CUDA] if gpu_kernels and device.type == "cuda" else [])
     with quiet_native_stderr(), warnings.catch_warnings():
         warnings.filterwarnings("ignore", message=r".*Profiler clears events at the end of each cycle",
@@ -112,6 +116,8 @@ def _names(calls: Sequence[Callable[[], object]], device: torch.device, *,
     """The CPU-side op names and the GPU kernel names (none unless `gpu_kernels`) of one profiled pass of
     `calls`: read off the profiler's raw records, which costs a fraction of building its events (what ran
     needs no times)."""
+    from torch.autograd import DeviceType
+
     profiled = _profile(calls, device, gpu_kernels=gpu_kernels)
     records = [(e.name(), e.device_type()) for e in profiled.profiler.kineto_results.events()]
     return ([name for name, kind in records if kind == DeviceType.CPU],
@@ -166,6 +172,8 @@ def time_inside(step: Callable[[], object], sync: Callable[[], object] | None, d
     (`profiled_wall_s`, in session order), so that a share of time inside the kernel is taken within one
     session.
     """
+    from torch.autograd import DeviceType
+
     sync = sync or (lambda: None)
     one_call = []
     for _ in range(3):  # warm-up, and the fastest of three calls sizes the sessions

@@ -31,9 +31,9 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from lstmstudy import hardware, kernels, results, sweep
+from lstmstudy.contract import Point
 from lstmstudy.kernels.torch_kernels import DTYPES
 from lstmstudy.shapes import LSTMShape
-from lstmstudy.sweep import Point
 from lstmstudy.timing import Rounds
 
 CLAIM = "roofline"

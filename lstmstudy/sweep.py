@@ -22,9 +22,9 @@ import signal
 import sys
 import threading
 import time
-from collections.abc import Callable, Iterable, Iterator, Mapping
+from collections.abc import Callable, Iterable, Iterator
 from contextlib import contextmanager
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from datetime import datetime, timezone
 from pathlib import Path
 
@@ -32,66 +32,10 @@ import torch
 from tqdm.auto import tqdm
 
 from lstmstudy import hardware, results, terminal
-from lstmstudy.backends import backend_for
+from lstmstudy.backends import ieee_fp32
+from lstmstudy.contract import Point, PointResult, Prepared
 from lstmstudy.errors import DeviceFailed, Skip
-from lstmstudy.observe import NOTHING, Observation
-from lstmstudy.shapes import LSTMShape
-from lstmstudy.timing import Measurement, Rounds, Sync, interleave
-
-PRECISIONS = ("fp32", "fp16", "bf16")
-PHASES = ("inference", "train")
-
-
-@dataclass(frozen=True)
-class Point:
-    """One configuration of a sweep: a kernel at a shape, precision and phase, plus free-form extras."""
-
-    kernel: str
-    shape: LSTMShape
-    precision: str = "fp32"
-    phase: str = "inference"
-    config: Mapping[str, object] = field(default_factory=dict)
-
-    def __post_init__(self) -> None:
-        if self.precision not in PRECISIONS:
-            raise ValueError(f"precision must be one of {PRECISIONS}, got {self.precision!r}")
-        if self.phase not in PHASES:
-            raise ValueError(f"phase must be one of {PHASES}, got {self.phase!r}")
-
-    def key_fields(self) -> dict[str, object]:
-        shape = self.shape.as_dict()
-        return {"kernel": self.kernel, "backend": backend_for(self.kernel), "precision": self.precision,
-                "phase": self.phase,
-                **{k: shape[k] for k in ("batch", "timesteps", "features", "hidden", "layers", "bidirectional")},
-                "config": results.config_text(self.config)}
-
-    def key(self) -> tuple[str, ...]:
-        return results.row_key(self.key_fields())
-
-
-@dataclass(frozen=True)
-class PointResult:
-    """What measuring a point produced: the timing, and what ran (`claims.Outcome` is a verdict's outcome)."""
-
-    measurement: Measurement
-    flops: float | None = None
-    energy_j: float | None = None
-    #: what really ran (`lstmstudy.observe`), and what the explainer or a traced graph said would run
-    observed: Observation = NOTHING
-    predicted_kernel: str = ""
-    #: the dtype the LSTM really computed in ("float32", "bfloat16", ...), read off its output; "" if unknown
-    compute_dtype: str = ""
-
-
-@dataclass(frozen=True)
-class Prepared:
-    """A point built and checked, ready for its rounds: the step to time, its sync, and how to turn its
-    measurement into the point's result (observing what ran comes after the timing)."""
-
-    step: Callable[[], object]
-    sync: Sync | None
-    finish: Callable[[Measurement], PointResult]
-
+from lstmstudy.timing import Rounds, interleave
 
 #: prepare(point, device): a `Prepared` point to time in the group's rounds, or, for a point measured its
 #: own way (an energy window, profiled sessions), its finished `PointResult`
@@ -345,8 +289,6 @@ def run(claim: str, points: Iterable[Point], prepare: Prepare, plan: Rounds = Ro
     `retry_errors` (the file keeps both rows, `results.load` shows the newer). fp32 means IEEE fp32
     throughout (no TF32), whichever framework runs the step.
     """
-    from lstmstudy.kernels.torch_kernels import ieee_fp32  # here: the kernels import this module
-
     dev = hardware.resolve_device(device)
     fp = hardware.fingerprint(dev)
     deadline = deadline or Deadline()

@@ -5,7 +5,7 @@
 #   bash scripts/gpu-node.sh check                  carried wheels in, smoke check, then the tests marked gpu
 #                                                   (stopped after $LSTMSTUDY_CHECK_S, default 180 s)
 #   bash scripts/gpu-node.sh measure SECONDS [ARGS]  `lstmstudy measure --device cuda` of every claim, the most
-#                                                   telling first (the GPU issue's order), until the deadline
+#                                                   telling first (lstmstudy.claims.GPU_ORDER), until the deadline
 #                                                   (ARGS are passed on and win); the next call resumes
 #   bash scripts/gpu-node.sh check measure SECONDS [ARGS]   both in one call; measuring is not started where the
 #                                                   GPU is not ready (the smoke check failed) or the check overran
@@ -111,7 +111,7 @@ measure() {
     # the deadline stops it between groups and interrupts a group still running (a call's first group gets the
     # whole deadline, and at least 120 s, from its own start); the backstop stops it before the call's limit
     timeout --kill-after=5 "$left" \
-        "$PY" -m lstmstudy.cli measure --device cuda --claims 06 01 03 04 02 05 07 kernels \
+        "$PY" -m lstmstudy.cli measure --device cuda --claims gpu-order \
         --deadline "$seconds" "$@"
 }
 

@@ -9,7 +9,7 @@ import numpy as np
 import pytest
 import torch
 
-from lstmstudy import data, kernels, results, sweep
+from lstmstudy import contract, data, kernels, results, sweep
 from lstmstudy.claims import Outcome
 from lstmstudy.claims import bucketing as claim
 from lstmstudy.errors import ParameterError
@@ -44,7 +44,7 @@ def _store(root, fp, per_batch_s: dict[tuple[str, str], float], sizes: dict = SY
             continue
         call = per_batch_s[key] * point.config["sample_batches"]
         samples = tuple(call * (1 + spread * d) for d in SPREAD)
-        outcome = sweep.PointResult(measurement=Measurement(samples=samples, warmup=1, threads=2, sync="none"))
+        outcome = contract.PointResult(measurement=Measurement(samples=samples, warmup=1, threads=2, sync="none"))
         rows.append(sweep.make_row(claim.NAME, point, device, fp, outcome=outcome))
     results.append(claim.NAME, fp.hardware_id, rows, root)
 

@@ -8,7 +8,7 @@ import pandas as pd
 import pytest
 import torch
 
-from lstmstudy import kernels, results, sweep, timing
+from lstmstudy import contract, kernels, results, sweep, timing
 from lstmstudy.claims import Outcome
 from lstmstudy.claims import cpu_vs_gpu_batch as claim
 from lstmstudy.errors import ParameterError
@@ -38,7 +38,7 @@ def store(root, fp: Fingerprint, step_ms: dict[int, float], kernel: str = "torch
         p = claim.point(kernel, batch, timesteps=32, features=16, seq_len=100)
         m = timing.Measurement(samples=_samples(ms), warmup=0, threads=2, sync="none")
         seen = Observation(**(observed or {"kernel": "onednn", "detail": {"aten_ops": 400}}))
-        rows.append(sweep.make_row(claim.NAME, p, device, fp, outcome=sweep.PointResult(m, observed=seen)))
+        rows.append(sweep.make_row(claim.NAME, p, device, fp, outcome=contract.PointResult(m, observed=seen)))
     results.record_fingerprint(claim.NAME, fp.as_dict(), root)  # its host pairs a GPU set with its CPU set
     results.append(claim.NAME, fp.hardware_id, rows, root)
 

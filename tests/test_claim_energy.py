@@ -22,7 +22,7 @@ import pytest  # noqa: E402
 import torch  # noqa: E402
 from matplotlib.collections import PolyCollection  # noqa: E402
 
-from lstmstudy import hardware, nvml, plots, results, sweep  # noqa: E402
+from lstmstudy import contract, hardware, nvml, plots, results, sweep  # noqa: E402
 from lstmstudy.claims import Outcome  # noqa: E402
 from lstmstudy.claims import energy as claim  # noqa: E402
 from lstmstudy.errors import ParameterError, Skip  # noqa: E402
@@ -49,7 +49,7 @@ def kernel_row(kernel: str, shape: LSTMShape, *, watts: float | Sequence[float],
                seed: int | None = SEED, fp=GPU) -> dict:
     """A kernel row as the repeated-window method stores it: `windows` windows of `steps` steps of `step_s`,
     drawing `watts` in total (one value, or one per window)."""
-    point = sweep.Point(kernel, shape, precision=precision, phase=phase, config={"window_s": 1.0})
+    point = contract.Point(kernel, shape, precision=precision, phase=phase, config={"window_s": 1.0})
     durations = [steps * step_s] * windows
     energies = [w * d for w, d in zip(per_window(watts, windows), durations)]
     m = Measurement(samples=(step_s,) * (steps * windows), warmup=1, threads=1, sync="cuda-events",
@@ -57,39 +57,39 @@ def kernel_row(kernel: str, shape: LSTMShape, *, watts: float | Sequence[float],
     observed = Observation("cudnn", {"energy_source": "counter", "window_energy_j": energies,
                                      "window_duration_s": durations})
     return sweep.make_row(claim.NAME, point, torch.device("cuda", 0), fp,
-                          outcome=sweep.PointResult(measurement=m, energy_j=sum(energies), observed=observed))
+                          outcome=contract.PointResult(measurement=m, energy_j=sum(energies), observed=observed))
 
 
 def idle_row(watts: float | Sequence[float], shape: LSTMShape, *, phase: str = "inference", windows: int = 5,
              seconds: float = 1.0, seed: int | None = SEED, fp=GPU) -> dict:
     """A group's idle row: `windows` empty windows of `seconds`, drawing `watts` (one value, or one per window)."""
-    point = sweep.Point(claim.IDLE_KERNEL, shape, phase=phase, config={"idle_s": seconds})
+    point = contract.Point(claim.IDLE_KERNEL, shape, phase=phase, config={"idle_s": seconds})
     energies = [w * seconds for w in per_window(watts, windows)]
     m = Measurement(samples=(seconds,) * windows, warmup=0, threads=1, sync="none", round_sizes=(1,) * windows,
                     seed=seed)
     observed = Observation("none", {"energy_source": "counter", "window_energy_j": energies,
                                     "window_duration_s": [seconds] * windows})
     return sweep.make_row(claim.NAME, point, torch.device("cuda", 0), fp,
-                          outcome=sweep.PointResult(measurement=m, energy_j=sum(energies), observed=observed))
+                          outcome=contract.PointResult(measurement=m, energy_j=sum(energies), observed=observed))
 
 
 def old_kernel_row(kernel: str, shape: LSTMShape, *, energy_j: float, step_s: float = 0.02, reps: int = 100) -> dict:
     """A row of the old method: one 0.5 s-target window, its steps as one burst, its total energy."""
-    point = sweep.Point(kernel, shape, config={"window_s": 0.5})
+    point = contract.Point(kernel, shape, config={"window_s": 0.5})
     m = Measurement(samples=(step_s,) * reps, warmup=0, threads=1, sync="synchronize")
     return sweep.make_row(claim.NAME, point, torch.device("cuda", 0), GPU,
-                          outcome=sweep.PointResult(measurement=m, energy_j=energy_j,
-                                                    observed=Observation("cudnn", {"energy_source": "counter"})))
+                          outcome=contract.PointResult(measurement=m, energy_j=energy_j,
+                                                       observed=Observation("cudnn", {"energy_source": "counter"})))
 
 
 def old_idle_row(watts: float, seconds: float = 1.0) -> dict:
     """The old method's one idle window per hardware set, stored at a placeholder shape."""
-    point = sweep.Point(claim.IDLE_KERNEL, LSTMShape(batch=1, timesteps=1, features=1, hidden=1),
-                        config={"idle_s": seconds})
+    point = contract.Point(claim.IDLE_KERNEL, LSTMShape(batch=1, timesteps=1, features=1, hidden=1),
+                           config={"idle_s": seconds})
     m = Measurement(samples=(seconds,), warmup=0, threads=1, sync="none")
     return sweep.make_row(claim.NAME, point, torch.device("cuda", 0), GPU,
-                          outcome=sweep.PointResult(measurement=m, energy_j=watts * seconds,
-                                                    observed=Observation("none", {"energy_source": "counter"})))
+                          outcome=contract.PointResult(measurement=m, energy_j=watts * seconds,
+                                                       observed=Observation("none", {"energy_source": "counter"})))
 
 
 IDLE_W, FUSED_W = 50.0, 150.0  # the fused kernel draws 100 W above idle
@@ -343,9 +343,9 @@ def test_a_window_is_sized_from_host_wall_time_not_the_device_timed_median(monke
 
 def test_a_group_runs_interleaved_windows_and_stores_every_one(tmp_path):
     shape = LSTMShape(batch=4, timesteps=4, features=4, hidden=8)
-    points = [sweep.Point(claim.IDLE_KERNEL, shape, config={"idle_s": 0.03}),
-              sweep.Point("torch.fused", shape, config={"window_s": 0.03}),
-              sweep.Point("torch.native", shape, config={"window_s": 0.03})]
+    points = [contract.Point(claim.IDLE_KERNEL, shape, config={"idle_s": 0.03}),
+              contract.Point("torch.fused", shape, config={"window_s": 0.03}),
+              contract.Point("torch.native", shape, config={"window_s": 0.03})]
     monitors = []
 
     def factory(device, sync):
@@ -356,7 +356,7 @@ def test_a_group_runs_interleaved_windows_and_stores_every_one(tmp_path):
         point, device, timing=dict(min_time=0.01, max_time=0.05, min_samples=3),
         unavailable_reason=lambda d: None, monitor_factory=factory)
     outcomes = sweep.measure_group(points, prepare, torch.device("cpu"), claim.window_rounds(3))
-    assert all(isinstance(o, sweep.PointResult) for o in outcomes), outcomes
+    assert all(isinstance(o, contract.PointResult) for o in outcomes), outcomes
     assert len(monitors) == 3 * 3  # one monitor per window: nothing stays open between rounds
     idle, fused, native = outcomes
     assert len({o.measurement.seed for o in outcomes}) == 1  # one group, the same rounds
@@ -378,8 +378,8 @@ def test_a_group_runs_interleaved_windows_and_stores_every_one(tmp_path):
 
 
 def test_a_window_the_counter_cannot_measure_makes_an_error_row_not_a_number():
-    point = sweep.Point("torch.fused", LSTMShape(batch=2, timesteps=2, features=2, hidden=4),
-                        config={"window_s": 0.0})
+    point = contract.Point("torch.fused", LSTMShape(batch=2, timesteps=2, features=2, hidden=4),
+                           config={"window_s": 0.0})
     prepare = lambda point, device: claim.prepare_point(  # noqa: E731
         point, device, timing=dict(min_time=0.0, max_time=0.01, min_samples=3),
         unavailable_reason=lambda d: None, monitor_factory=lambda d, s: FakeMonitor(unmeasured=99))

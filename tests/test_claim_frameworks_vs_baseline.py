@@ -11,7 +11,7 @@ import pandas as pd
 import pytest
 import torch
 
-from lstmstudy import results, sweep
+from lstmstudy import contract, results
 from lstmstudy.claims import Outcome
 from lstmstudy.claims import frameworks_vs_baseline as claim
 from lstmstudy.errors import ParameterError
@@ -289,7 +289,7 @@ def test_an_impossible_share_is_never_shown(tmp_path):
 def test_a_profiled_session_above_its_wall_time_is_an_error_row(monkeypatch):
     seen = Observation("onednn", {"profiled_wall_s": [1e-3, 1e-3]})
     monkeypatch.setattr(claim, "time_inside", lambda *a, **k: ([0.5e-3, 1.2e-3], seen))
-    point = sweep.Point("torch.fused", LSTMShape(batch=1, timesteps=4, features=8, hidden=8), config=claim.IN_KERNEL)
+    point = contract.Point("torch.fused", LSTMShape(batch=1, timesteps=4, features=8, hidden=8), config=claim.IN_KERNEL)
     with pytest.raises(claim.ImpossibleShare, match="120% of a session's wall time"):
         claim.prepare(point, torch.device("cpu"), sessions=2)
 

@@ -6,7 +6,7 @@ from __future__ import annotations
 import pytest
 import torch
 
-from lstmstudy import results, sweep
+from lstmstudy import contract, results, sweep
 from lstmstudy.claims import Outcome
 from lstmstudy.claims import parallel_training as claim
 from lstmstudy.errors import ParameterError
@@ -58,7 +58,7 @@ def _store(root, fp, seconds: dict[tuple[str, int, str], float], spread: float =
         drift = (-1, -0.5, 0, 0.5, 1) if key[0] != "pipeline" else (1, 0.5, 0, -0.5, -1)
         samples = tuple(seconds[key] * (1 + spread * d) for d in drift)
         m = Measurement(samples, warmup=1, threads=1, sync="cuda", round_sizes=(1,) * 5, seed=7)
-        rows.append(sweep.make_row(claim.NAME, p, torch.device("cuda"), fp, outcome=sweep.PointResult(m)))
+        rows.append(sweep.make_row(claim.NAME, p, torch.device("cuda"), fp, outcome=contract.PointResult(m)))
     results.append(claim.NAME, fp.hardware_id, rows, root)
 
 

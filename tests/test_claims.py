@@ -5,23 +5,31 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
+from registered import differences
 
 from lstmstudy import backends
-from lstmstudy.claims import (DEVICE_KINDS, MODULES, Outcome, combine, crossover, crossover_possible, holds_below,
-                              holds_from, lookup, one_burst_sets, registry, settle)
+from lstmstudy.claims import (DEVICE_KINDS, GPU_ORDER, MODULES, Outcome, combine, crossover, crossover_possible,
+                              holds_below, holds_from, lookup, one_burst_sets, registry, settle)
 from lstmstudy.errors import ParameterError
 
 ROOT = Path(__file__).resolve().parent.parent
-#: the measuring a GPU node's first calls give the five judged claims, measured first in this order
-#: (scripts/gpu-node.sh), and what all of it, the kernel benchmark included, may take in the calls of one lease
-JUDGED_FIRST, JUDGED_S, ALL_S = ("06", "01", "03", "04", "02"), 15 * 60, 26 * 60
+#: the measuring a GPU node's first calls give the first five claims of `GPU_ORDER`, and what all of it, the kernel
+#: benchmark included, may take in the calls of one lease
+FIRST, FIRST_S, ALL_S = 5, 15 * 60, 26 * 60
 
 
-def test_the_registry_lists_the_claims_in_order_then_the_kernel_benchmark():
+def test_the_registry_numbers_the_claims_in_order_then_the_kernel_benchmark():
     entries = registry()
-    assert [c.number for c in entries] == ["01", "02", "03", "04", "05", "06", "07", ""]
+    numbers = [f"{i:02d}" for i in range(1, len(entries))]
+    problem = differences([c.number for c in entries[:-1]], numbers, "the claim numbers in MODULES' order")
+    assert not problem, f"{problem} (a claim's number is its place in MODULES)"
     assert [c.stem for c in entries][-1] == "kernels"
     assert registry(judged_only=True) == entries[:-1]
+
+
+def test_every_judged_claim_names_its_source():
+    for claim in registry(judged_only=True):
+        assert claim.source and claim.citations, f"{claim.stem}: its CLAIM needs a source and citations (the ledger's)"
 
 
 @pytest.mark.parametrize("claim", registry(), ids=lambda c: c.stem)
@@ -45,12 +53,17 @@ def test_every_default_grid_is_valid_and_slow_kernels_come_last(claim):
         assert slow == sorted(slow), "compiles and masked Keras loops are measured last"
 
 
+def test_a_gpu_node_measures_every_entry_once_in_the_gpu_order():
+    problem = differences(GPU_ORDER, [c.stem for c in registry()], "GPU_ORDER", in_order=False)
+    assert not problem, f"{problem} (put a claim's stem where a GPU node should measure it)"
+    assert [c.stem for c in lookup(["gpu-order"])] == list(GPU_ORDER)
+    assert "--claims gpu-order" in (ROOT / "scripts" / "gpu-node.sh").read_text()
+
+
 def test_the_default_gpu_grids_fit_a_lease():
-    plan = {c.number: c.estimate_s("cuda") for c in registry()}
-    assert sum(plan[n] for n in JUDGED_FIRST) <= JUDGED_S, plan
+    plan = {c.stem: c.estimate_s("cuda") for c in lookup(["gpu-order"])}
+    assert sum(list(plan.values())[:FIRST]) <= FIRST_S, plan
     assert sum(plan.values()) <= ALL_S, plan
-    script = (ROOT / "scripts" / "gpu-node.sh").read_text()
-    assert "--claims " + " ".join(JUDGED_FIRST) in script
 
 
 def test_the_plan_counts_a_cold_compile_for_each_slow_point():

@@ -17,19 +17,15 @@ import pytest
 import torch
 from torch import nn
 
-from lstmstudy import kernels, results, sweep
+from lstmstudy import contract, kernels, results, sweep
+from lstmstudy.backends import ieee_fp32
 from lstmstudy.kernels import (
     LSTMWeights,
     PrecisionMismatch,
     checked_compute_dtype,
     torch_kernels,
 )
-from lstmstudy.kernels.torch_kernels import (
-    GraphCaptureFailed,
-    _backend,
-    _capture,
-    ieee_fp32,
-)
+from lstmstudy.kernels.torch_kernels import GraphCaptureFailed, _backend, _capture
 from lstmstudy.shapes import LSTMShape
 from tests.measuring import QUICK
 
@@ -91,7 +87,7 @@ def test_bf16_computed_in_fp16_is_an_error(lstm_outputs_fp16, phase):
 def test_the_sweep_stores_the_mismatch_as_an_error_row(lstm_outputs_fp16, tmp_path):
     """Beside a point that computes in bf16 on any CPU (the recurrence alone, op by op), which is stored."""
     one_layer = LSTMShape(batch=2, timesteps=4, features=3, hidden=5)
-    points = [sweep.Point("torch.fused", SHAPE, "bf16"), sweep.Point("torch.raw_noinput", one_layer, "bf16")]
+    points = [contract.Point("torch.fused", SHAPE, "bf16"), contract.Point("torch.raw_noinput", one_layer, "bf16")]
     report = sweep.run("kernels", points, kernels.prepare, QUICK, device="cpu", root=tmp_path, progress=False)
     assert (report.measured, report.errors) == (1, 1)
     rows = {row["kernel"]: row for row in results.read_rows(report.path)}
@@ -249,7 +245,7 @@ def test_the_sweep_stores_a_failed_capture_and_goes_on(monkeypatch, tmp_path):
             _capture(point.kernel, cuda.run, torch.device("cuda"))
         return kernels.prepare(point, device)
 
-    points = [sweep.Point("torch.raw", SHAPE), sweep.Point("torch.fused", SHAPE)]
+    points = [contract.Point("torch.raw", SHAPE), contract.Point("torch.fused", SHAPE)]
     report = sweep.run("kernels", points, prepare, QUICK, device="cpu", root=tmp_path, progress=False)
     assert (report.measured, report.errors) == (1, 1)
     rows = {row["kernel"]: row for row in results.read_rows(report.path)}

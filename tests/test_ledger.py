@@ -26,7 +26,8 @@ def fake_claim(number: str, verdicts: list[tuple[str, float, str]]) -> Claim:
 
     return Claim(number=number, name=f"fake_{number}", statement=statement, seed_figure="2-5x",
                  rule="reproduced at 2x or more", defaults={"cpu": {}, "cuda": {}}, grid=lambda **_: [],
-                 measure=lambda points, **_: [], verdicts=judge, seconds_per_point={"cpu": 1.0, "cuda": 1.0})
+                 measure=lambda points, **_: [], verdicts=judge, seconds_per_point={"cpu": 1.0, "cuda": 1.0},
+                 source="blog post (seed 000)", citations=("blogpost-lstm-gpu", "chollet-dlwp2", "so-cudnnlstm"))
 
 
 @pytest.fixture
@@ -49,8 +50,8 @@ CLAIMS = [fake_claim("01", [("cpu-a", 2.5, "reproduced"), ("cuda-b", 1.5, "partl
 
 def test_the_ledger_judges_the_registered_claims_in_order():
     claims = registry(judged_only=True)
-    assert [c.number for c in claims] == [f"0{i}" for i in range(1, 8)]
-    assert all(c.statement and c.seed_figure and c.rule for c in claims)
+    assert [c.number for c in claims] == [f"{i:02d}" for i in range(1, len(claims) + 1)]
+    assert all(c.statement and c.seed_figure and c.rule and c.source for c in claims)
     assert [c.name for c in registry()][-1] == "kernels"  # measured, never judged
 
 

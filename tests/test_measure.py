@@ -71,7 +71,7 @@ def test_a_deadline_exits_early_and_the_next_call_resumes_without_duplicates(tmp
 
 
 @pytest.mark.parametrize(("args", "message"), [
-    (["--claims", "99"], "unknown claim '99'; known: all, 01_cudnn_fallback"),
+    (["--claims", "99"], "unknown claim '99'; known: all, gpu-order, 01_cudnn_fallback"),
     (["--deadline", "-5"], "--deadline must be a positive number of seconds, got -5"),
 ])
 def test_bad_arguments_are_one_clear_line(args, message, capsys, tmp_path):

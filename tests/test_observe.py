@@ -14,7 +14,7 @@ import torch
 from torch.autograd import DeviceType
 from torch.profiler import ProfilerActivity
 
-from lstmstudy import kernels, results, sweep
+from lstmstudy import contract, kernels, results, sweep
 from lstmstudy.observe import (
     OBSERVED,
     PREDICTED,
@@ -67,7 +67,7 @@ def test_a_fused_baseline_that_did_not_run_fused_is_an_error_row(results_root, m
         return dataclasses.replace(built, observe=lambda: Observation("aten-loop"))
 
     monkeypatch.setattr(kernels, "build", build_unfused)
-    report = sweep.run("demo", [sweep.Point("torch.fused", SHAPE)], kernels.prepare, QUICK, device="cpu",
+    report = sweep.run("demo", [contract.Point("torch.fused", SHAPE)], kernels.prepare, QUICK, device="cpu",
                        progress=False)
     assert report.errors == 1
     row = results.load("demo").iloc[0]
@@ -118,7 +118,7 @@ def test_observing_keeps_torch_211s_profiler_warning_off_the_terminal(monkeypatc
         def __exit__(self, *exc):
             return False
 
-    monkeypatch.setattr(observe_module, "profile", Torch211Profile)
+    monkeypatch.setattr(torch.profiler, "profile", Torch211Profile)
     with warnings.catch_warnings():
         warnings.simplefilter("error")
         observed = observe_module.observe([lambda: None], torch.device("cpu"))
@@ -145,7 +145,7 @@ def test_an_epoch_on_a_gpu_is_observed_from_its_cpu_ops_alone(monkeypatch):
         def __exit__(self, *exc):
             return False
 
-    monkeypatch.setattr(observe_module, "profile", RecordingProfile)
+    monkeypatch.setattr(torch.profiler, "profile", RecordingProfile)
     monkeypatch.setattr(torch.cuda, "synchronize", lambda device=None: None)
     gpu = torch.device("cuda")
     assert observe_module.observe_batches(lambda: None, gpu, n_batches=2, layers=8) == Observation("cudnn")

@@ -8,23 +8,23 @@ from pathlib import Path
 import pytest
 import torch
 
-from lstmstudy import hardware, results, roofline, sweep
+from lstmstudy import contract, hardware, results, roofline, sweep
 from lstmstudy.shapes import LSTMShape
 from lstmstudy.timing import Measurement
 
 HARDWARE_ID = hardware.fingerprint("cpu").hardware_id
 
 
-def store_row(root: Path, claim: str, point: sweep.Point, flops: float, samples: tuple[float, ...]) -> dict:
+def store_row(root: Path, claim: str, point: contract.Point, flops: float, samples: tuple[float, ...]) -> dict:
     """Store one row for `point` as a sweep would (`sweep.make_row`), with the given FLOP count and samples."""
-    measured = sweep.PointResult(Measurement(samples=samples, warmup=0, threads=torch.get_num_threads(),
-                                             sync="none"), flops=flops)
+    measured = contract.PointResult(Measurement(samples=samples, warmup=0, threads=torch.get_num_threads(),
+                                                sync="none"), flops=flops)
     row = sweep.make_row(claim, point, torch.device("cpu"), hardware.fingerprint("cpu"), outcome=measured)
     results.append(claim, row["hardware_id"], [row], root)
     return row
 
 
-LSTM = sweep.Point("torch.fused", LSTMShape(batch=64, timesteps=100, features=128, hidden=256))
+LSTM = contract.Point("torch.fused", LSTMShape(batch=64, timesteps=100, features=128, hidden=256))
 
 
 @pytest.fixture(scope="module")

@@ -11,7 +11,7 @@ import time
 import pytest
 import torch
 
-from lstmstudy import results, sweep, timing
+from lstmstudy import contract, results, sweep, timing
 from lstmstudy.backends import keras_backend
 from lstmstudy.errors import DeviceFailed, Skip
 from lstmstudy.hardware import fingerprint
@@ -21,13 +21,14 @@ from lstmstudy.shapes import LSTMShape
 HW = fingerprint("cpu").hardware_id
 
 
-def grid(n: int = 6) -> list[sweep.Point]:
-    return [sweep.Point("torch.fake", LSTMShape(batch=b, timesteps=4, features=2, hidden=8)) for b in range(1, n + 1)]
+def grid(n: int = 6) -> list[contract.Point]:
+    return [contract.Point("torch.fake", LSTMShape(batch=b, timesteps=4, features=2, hidden=8))
+            for b in range(1, n + 1)]
 
 
-def fake_outcome() -> sweep.PointResult:
+def fake_outcome() -> contract.PointResult:
     m = timing.Measurement(samples=(0.001, 0.002, 0.003), warmup=0, threads=1, sync="none")
-    return sweep.PointResult(measurement=m, flops=1e6, observed=Observation("cudnn", {"gpu_kernels": 3}))
+    return contract.PointResult(measurement=m, flops=1e6, observed=Observation("cudnn", {"gpu_kernels": 3}))
 
 
 def test_every_point_becomes_a_row_with_samples(results_root):
@@ -191,14 +192,14 @@ def test_which_cuda_errors_poison_the_process(message, fatal):
 
 
 def test_keras_rows_record_their_backend_in_the_key():
-    keras_point = sweep.Point("keras.cudnn_auto", LSTMShape(batch=1, timesteps=4, features=2, hidden=8))
+    keras_point = contract.Point("keras.cudnn_auto", LSTMShape(batch=1, timesteps=4, features=2, hidden=8))
     assert keras_point.key_fields()["backend"] == keras_backend() != ""
     assert grid(1)[0].key_fields()["backend"] == ""
 
 def test_config_extras_are_part_of_the_key(results_root):
     shape = LSTMShape(batch=1, timesteps=4, features=2, hidden=8)
-    points = [sweep.Point("torch.fake", shape, config={"buckets": "auto"}),
-              sweep.Point("torch.fake", shape, config={"buckets": "none"})]
+    points = [contract.Point("torch.fake", shape, config={"buckets": "auto"}),
+              contract.Point("torch.fake", shape, config={"buckets": "none"})]
     assert sweep.run("demo", points, lambda p, d: fake_outcome(), device="cpu", progress=False).measured == 2
     assert sweep.run("demo", points, lambda p, d: fake_outcome(), device="cpu", progress=False).already_stored == 2
 
@@ -206,15 +207,15 @@ def test_config_extras_are_part_of_the_key(results_root):
 def test_bad_points_are_refused():
     shape = LSTMShape(batch=1, timesteps=4, features=2, hidden=8)
     with pytest.raises(ValueError, match="precision"):
-        sweep.Point("torch.fake", shape, precision="fp8")
+        contract.Point("torch.fake", shape, precision="fp8")
     with pytest.raises(ValueError, match="phase"):
-        sweep.Point("torch.fake", shape, phase="eval")
+        contract.Point("torch.fake", shape, phase="eval")
 
 
 def test_a_slow_kernel_gets_room_for_a_compile_before_the_deadline(results_root):
     deadline = sweep.Deadline.after(60.0)
     deadline.record(0.01)  # fast points so far: a compile could still take minutes
-    slow = [sweep.Point("torch.compiled", LSTMShape(batch=1, timesteps=4, features=2, hidden=8))]
+    slow = [contract.Point("torch.compiled", LSTMShape(batch=1, timesteps=4, features=2, hidden=8))]
     report = sweep.run("demo", grid(2) + slow, lambda p, d: fake_outcome(), device="cpu", progress=False,
                        deadline=deadline, slow=frozenset({"torch.compiled"}))
     assert (report.measured, report.left) == (2, 1)
@@ -229,10 +230,10 @@ PLAN = timing.Rounds(rounds=3, warmup=1, burst_s=0.0, burst_min_samples=2, extra
 
 def test_points_at_one_shape_and_phase_form_a_group_and_slow_kernels_stand_alone():
     other = LSTMShape(batch=4, timesteps=4, features=3, hidden=8)
-    points = [sweep.Point("torch.fused", SHAPE), sweep.Point("torch.native", SHAPE, precision="bf16"),
-              sweep.Point("torch.fused", other), sweep.Point("torch.fused", SHAPE, phase="train"),
-              sweep.Point("torch.native", SHAPE, config={"x": 1}), sweep.Point("torch.compiled", SHAPE),
-              sweep.Point("torch.compiled", SHAPE, phase="train")]
+    points = [contract.Point("torch.fused", SHAPE), contract.Point("torch.native", SHAPE, precision="bf16"),
+              contract.Point("torch.fused", other), contract.Point("torch.fused", SHAPE, phase="train"),
+              contract.Point("torch.native", SHAPE, config={"x": 1}), contract.Point("torch.compiled", SHAPE),
+              contract.Point("torch.compiled", SHAPE, phase="train")]
     found = [[(p.kernel, p.shape.batch, p.phase, p.precision) for p in g]
              for g in sweep.groups(points, slow=frozenset({"torch.compiled"}))]
     assert found == [[("torch.fused", 2, "inference", "fp32"), ("torch.native", 2, "inference", "bf16"),
@@ -244,8 +245,8 @@ def test_points_at_one_shape_and_phase_form_a_group_and_slow_kernels_stand_alone
 def test_a_group_is_timed_in_the_same_rounds_and_its_rows_say_so(results_root):
     from lstmstudy import kernels
 
-    points = [sweep.Point("torch.fused", SHAPE), sweep.Point("torch.native", SHAPE),
-              sweep.Point("torch.fused", LSTMShape(batch=3, timesteps=4, features=3, hidden=8))]
+    points = [contract.Point("torch.fused", SHAPE), contract.Point("torch.native", SHAPE),
+              contract.Point("torch.fused", LSTMShape(batch=3, timesteps=4, features=3, hidden=8))]
     report = sweep.run("demo", points, kernels.prepare, PLAN, device="cpu", progress=False)
     assert report.measured == 3
     frame = results.load("demo").set_index(["kernel", "batch"])
@@ -273,9 +274,9 @@ def test_a_step_that_fails_in_its_rounds_is_an_error_row_and_its_group_goes_on(r
                 raise RuntimeError("cuDNN error: CUDNN_STATUS_EXECUTION_FAILED")
             return ready.step()
 
-        return sweep.Prepared(breaks_later, ready.sync, ready.finish)
+        return contract.Prepared(breaks_later, ready.sync, ready.finish)
 
-    points = [sweep.Point("torch.fused", SHAPE), sweep.Point("torch.native", SHAPE)]
+    points = [contract.Point("torch.fused", SHAPE), contract.Point("torch.native", SHAPE)]
     report = sweep.run("demo", points, prepare, PLAN, device="cpu", progress=False)
     assert (report.measured, report.errors) == (1, 1)
     frame = results.load("demo").set_index("kernel")
@@ -293,7 +294,7 @@ def _slow_prepare(seconds: float, calls: list | None = None):
             end = time.monotonic() + seconds
             while time.monotonic() < end:
                 pass
-        return sweep.Prepared(step, None, lambda m: sweep.PointResult(m, observed=Observation("aten-loop", {})))
+        return contract.Prepared(step, None, lambda m: contract.PointResult(m, observed=Observation("aten-loop", {})))
     return prepare
 
 

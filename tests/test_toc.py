@@ -1,15 +1,21 @@
-"""The table of contents follows the claim notebooks: claim notebooks land over time, and each one
-must have its page in the book, in claim order."""
+"""The book follows the registry of claims: each claim notebook has its page in the table of contents and its
+row in the landing page's table, in claim order, and a missing one is named with the line to add."""
 
 from __future__ import annotations
 
+import re
 from pathlib import Path
+
+from registered import differences
 
 from lstmstudy import toc
 from lstmstudy.claims import registry
 from lstmstudy.cli import SUMMARY_PAGES, claim_notebooks
 
 ROOT = Path(__file__).resolve().parent.parent
+#: a row of the landing page's table of claims: its number, what the source says, its page, what others published
+INTRO_ROW = re.compile(r"\| (\d+) \| .* \| \{doc\}`claims/(\w+)` \| "
+                       r"\{glue:text\}`conclusions\.ipynb::conclusions_published_(\d+):s` \|")
 
 
 def test_every_claim_notebook_has_its_page_in_the_toc():
@@ -25,12 +31,22 @@ def test_every_claim_page_in_the_toc_has_its_notebook():
 
 
 def test_the_claim_pages_are_the_registered_claims_in_order():
-    claims = [name for name in toc.toc_files() if name.startswith("book/claims/")]
-    assert [Path(name).name for name in claims] == [c.stem for c in registry(judged_only=True)]
+    claims = [Path(name).name for name in toc.toc_files() if name.startswith("book/claims/")]
+    problem = differences(claims, [c.stem for c in registry(judged_only=True)], "_toc.yml")
+    assert not problem, f"{problem} (a claim's entry under 'The claims': `- file: book/claims/<stem>`)"
 
 
-def test_every_claim_notebook_is_a_registered_claim():
-    assert list(claim_notebooks()) == [c.stem for c in registry(judged_only=True)]
+def test_the_landing_page_lists_the_registered_claims_in_order():
+    """Its words are prose, written by hand; its numbers, pages and published summaries follow the registry."""
+    def row(number: str, stem: str, published: str) -> str:
+        return (f"| {int(number)} | <what the source says> | {{doc}}`claims/{stem}` | "
+                f"{{glue:text}}`conclusions.ipynb::conclusions_published_{published}:s` |")
+
+    lines = [line for line in (ROOT / "book" / "intro.md").read_text().splitlines() if re.match(r"\| \d+ \|", line)]
+    found = [row(f"{int(m[1]):02d}", m[2], m[3]) if (m := INTRO_ROW.fullmatch(line)) else line for line in lines]
+    expected = [row(c.number, c.stem, c.number) for c in registry(judged_only=True)]
+    problem = differences(found, expected, "the table of claims in book/intro.md")
+    assert not problem, problem
 
 
 def test_the_ledger_and_the_conclusions_are_in_the_toc_and_have_sources():

@@ -9,7 +9,7 @@ import numpy as np
 import pytest
 import torch
 
-from lstmstudy import kernels, results, sweep
+from lstmstudy import contract, kernels, results, sweep
 from lstmstudy.errors import InvalidShape, Skip, UnknownKernel
 from lstmstudy.kernels import LSTMWeights
 from lstmstudy.observe import classify
@@ -150,7 +150,7 @@ def test_compute_dtype_is_what_the_lstm_output_had(phase):
 @pytest.mark.isa
 def test_a_measured_point_passes_the_compute_dtype_on():
     """The recurrence alone computes in bf16 on any CPU (op by op), so the point is measured everywhere."""
-    point = sweep.Point("torch.raw_noinput", SHAPES["single"], precision="bf16")
+    point = contract.Point("torch.raw_noinput", SHAPES["single"], precision="bf16")
     outcome = measure_one(point)
     assert outcome.compute_dtype == "bfloat16"
 
@@ -163,7 +163,7 @@ def test_a_cpu_without_a_fused_16_bit_lstm_skips_the_fused_rows_with_the_reason(
     from lstmstudy.kernels import criteria
 
     monkeypatch.setattr(criteria, "onednn_dtype_unsupported", lambda dtype: f"{dtype} needs a newer CPU")
-    outcome = sweep.measure_group([sweep.Point(name, SHAPES["single"], precision)], kernels.prepare,
+    outcome = sweep.measure_group([contract.Point(name, SHAPES["single"], precision)], kernels.prepare,
                                   torch.device("cpu"), QUICK)[0]
     assert isinstance(outcome, Skip)
     assert str(outcome) == (f"{name} at {precision} on cpu: this CPU has no fused {precision} LSTM: "
@@ -184,8 +184,8 @@ def test_a_fused_row_that_ran_the_loop_at_16_bits_on_a_cpu_is_skipped_not_an_err
         real_build(*args, **kwargs), observe=lambda: Observation("aten-loop"), compute_dtype="bfloat16"))
     monkeypatch.setitem(kernels.REGISTRY, "torch.raw_noinput",
                         dataclasses.replace(kernels.spec("torch.raw_noinput"), fused_on=("cpu",)))
-    points = [sweep.Point("torch.raw_noinput", SHAPES["single"], "bf16"),
-              sweep.Point("torch.raw_noinput", SHAPES["single"], "fp32")]
+    points = [contract.Point("torch.raw_noinput", SHAPES["single"], "bf16"),
+              contract.Point("torch.raw_noinput", SHAPES["single"], "fp32")]
     report = sweep.run("demo", points, kernels.prepare, QUICK, device="cpu", root=tmp_path, progress=False)
     rows = {row["precision"]: row for row in results.read_rows(report.path)}
     assert rows["bf16"]["status"] == "skipped"
@@ -254,9 +254,9 @@ def test_inference_step_keeps_no_autograd_graph():
 
 
 def test_kernel_sweep_stores_rows(tmp_path):
-    points = [sweep.Point(name, SHAPES["single"], phase=phase)
+    points = [contract.Point(name, SHAPES["single"], phase=phase)
               for name in ("torch.fused", "torch.raw_noinput") for phase in ("inference", "train")]
-    points.append(sweep.Point("torch.raw_noinput", SHAPES["two-layer-bidirectional"]))
+    points.append(contract.Point("torch.raw_noinput", SHAPES["two-layer-bidirectional"]))
     report = sweep.run("kernels", points, kernels.prepare, QUICK, device="cpu", root=tmp_path, progress=False)
     assert (report.measured, report.skipped, report.errors) == (4, 1, 0)
     rows = results.read_rows(report.path)

@@ -2,10 +2,25 @@
 data, and ratios with confidence intervals computed from the raw samples.
 
 Each claim module (`lstmstudy.claims.cudnn_fallback`, ...) exposes one `Claim` as `CLAIM`: its number,
-its one name (module, results folder, notebook stem, ledger), the seed's figures, the default grid per
+its one name (module, results folder, notebook stem, ledger), its source, the seed's figures, the default grid per
 device kind and `verdicts(frame) -> list[Verdict]`. `registry()` lists them in order, with the kernel
 benchmark (`kernels`, measured but never judged) last; the command line, the notebooks and the ledger all
 read that list.
+
+The registry is `MODULES` and `GPU_ORDER` below: every other list of the claims is read from it or checked
+against it. Adding a claim (an eighth, say) takes:
+
+1. a module, `lstmstudy/claims/<name>.py`, whose `CLAIM` has the number `"08"` (with its tests,
+   `tests/test_claim_<name>.py`, as any module has);
+2. its notebook, `notebooks/08_<name>.ipynb` (the page's source: copy another claim's);
+3. its name at the end of `MODULES` (before `kernel_benchmark`), and its stem in `GPU_ORDER` where a GPU node
+   should measure it (`scripts/gpu-node.sh` reads that order from `lstmstudy measure --claims gpu-order`).
+
+The rest follows. `lstmstudy reproduce --claims 08` renders its page into book/claims/; the ledger, the
+conclusions and the command line read the registry. Two lines of the book cannot be derived, and the tests name
+them, with the line to add, where one is missing: its entry in `_toc.yml` and its row in the table of
+`book/intro.md`, whose words are prose (tests/test_toc.py). tests/test_notebooks.py checks the notebooks against
+the registry, tests/test_claims.py the numbering, `GPU_ORDER` and the GPU lease's plan.
 """
 
 from __future__ import annotations
@@ -26,12 +41,28 @@ import pandas as pd
 from lstmstudy.errors import ParameterError
 
 if TYPE_CHECKING:  # the claims' analysis runs without torch; only measuring needs the sweep
-    from lstmstudy.sweep import Deadline, Point, SweepReport
+    from lstmstudy.contract import Point
+    from lstmstudy.sweep import Deadline, SweepReport
     from lstmstudy.timing import Rounds
 
-#: every entry `lstmstudy measure` knows, in the order it measures them: the claims, then the kernel benchmark
+#: the registry: every entry `lstmstudy measure` knows, by module, in the order it measures them by default: the
+#: claims, numbered in this order (01, 02, ...), then the kernel benchmark
 MODULES = ("cudnn_fallback", "cpu_vs_gpu_batch", "mixed_precision", "frameworks_vs_baseline", "bucketing", "energy",
            "parallel_training", "kernel_benchmark")
+#: the order a GPU node measures them (`--claims gpu-order`), the most telling first, with each one's plan
+#: (`Claim.estimate_s("cuda")`). It is planned from the CPU runs and a review of the grids, not yet measured on a GPU;
+#: tests/test_claims.py keeps the first five within 15 minutes of measuring, and the whole within 26.
+GPU_ORDER = (
+    "06_energy",                  # 24 x 7.5 s            = 180 s (fp32; 5 interleaved energy windows of >= 1 s)
+    "01_cudnn_fallback",          # 84 x 1.5 s + 2 x 60 s = 246 s (torch.compiled last, one cold compile each)
+    "03_mixed_precision",         # 134 x 1.3 s           = 174 s (44 of them at DeepBench's training shapes)
+    "04_frameworks_vs_baseline",  # 132 x 1.3 s           = 172 s (20 of them: raw cuDNN at DeepBench's shapes)
+    "02_cpu_vs_gpu_batch",        # 20 x 6.0 s            = 120 s (each point on the GPU and on its host's CPU)
+    #                               the first five          892 s, 15 minutes
+    "05_bucketing",               # 12 x 12 s             = 144 s (8 layers, whole epochs of real PTB)
+    "07_parallel_training",       # 6 x 5.0 s             =  30 s (one GPU: the 2 one-device points; 4 need >= 2)
+    "kernels",                    # 84 x 1.5 s + 6 x 60 s = 486 s (torch.compiled last)
+)                                 # total                  1552 s, 26 minutes
 DEVICE_KINDS = ("cpu", "cuda")
 #: the planned time of one point of a `slow` kernel: a cold torch.compile of the LSTM step took 69 s on a
 #: 2-core CPU; on a GPU node, the review of the grids puts one at 30-60 s
@@ -120,20 +151,7 @@ class Claim:
     measuring included (build, warm-up, samples, the profiler's look at what ran), from earlier runs; a point
     of a `slow` kernel is planned at `seconds_per_slow_point[kind]` instead (by default, a cold Inductor compile).
 
-    The GPU plan, in the order a GPU node measures (`scripts/gpu-node.sh`). It is planned from the CPU runs and
-    a review of the grids, not yet measured on a GPU; `tests/test_claims.py` keeps the five judged claims first
-    within 15 minutes of measuring, and the whole within 26:
-
-        06_energy                  24 x 7.5 s              = 180 s   (fp32; 5 interleaved energy windows of >= 1 s)
-        01_cudnn_fallback          84 x 1.5 s + 2 x 60 s   = 246 s   (torch.compiled last, one cold compile each)
-        03_mixed_precision        134 x 1.3 s              = 174 s   (44 of them at DeepBench's training shapes)
-        04_frameworks_vs_baseline 132 x 1.3 s              = 172 s   (20 of them: raw cuDNN at DeepBench's shapes)
-        02_cpu_vs_gpu_batch        20 x 6.0 s              = 120 s   (each point on the GPU and on its host's CPU)
-        the five judged claims                               892 s, 15 minutes
-        05_bucketing               12 x 12 s               = 144 s   (8 layers, whole epochs of real PTB)
-        07_parallel_training        6 x 5.0 s              =  30 s   (one GPU: the 2 one-device points; 4 need >= 2)
-        kernels                    84 x 1.5 s + 6 x 60 s   = 486 s   (torch.compiled last)
-        total                                               1552 s, 26 minutes
+    The GPU plan of each, in the order a GPU node measures them, is beside `GPU_ORDER`.
     """
 
     number: str  # "01"; "" for the kernel benchmark, which is measured but not judged
@@ -153,6 +171,9 @@ class Claim:
     measure_options: tuple[str, ...] = ()
     min_time: float = 0.1
     check: Callable[[dict[str, object]], None] = field(default=lambda parameters: None)
+    #: where the claim comes from, in words, and the references.bib keys behind it (the ledger cites them)
+    source: str = ""
+    citations: tuple[str, ...] = ()
 
     @property
     def stem(self) -> str:
@@ -237,15 +258,18 @@ def registry(*, judged_only: bool = False) -> list[Claim]:
 
 def lookup(wanted: Sequence[str] | None) -> list[Claim]:
     """Claims by number (`01`), name (`cudnn_fallback`) or stem, in the order asked (a short GPU lease measures
-    the most telling first), each once; None or 'all': every one, in registry order."""
+    the most telling first), each once; None or 'all': every one, in registry order; 'gpu-order': every one, in
+    `GPU_ORDER`."""
     entries = registry()
     if not wanted or list(wanted) == ["all"]:
         return entries
+    if list(wanted) == ["gpu-order"]:
+        wanted = GPU_ORDER
     chosen: dict[str, Claim] = {}
     for want in wanted:
         matches = [c for c in entries if want in (c.number, c.name, c.stem)]
         if not matches:
-            known = ", ".join(["all", *(c.stem for c in entries)])
+            known = ", ".join(["all", "gpu-order", *(c.stem for c in entries)])
             raise ParameterError(f"unknown claim {want!r}; known: {known}")
         chosen.update((c.stem, c) for c in matches if c.stem not in chosen)
     return list(chosen.values())

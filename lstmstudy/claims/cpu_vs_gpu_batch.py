@@ -37,7 +37,7 @@ from collections.abc import Sequence
 
 import pandas as pd
 
-from lstmstudy import hardware, kernels, sweep
+from lstmstudy import contract, hardware, kernels, sweep
 from lstmstudy.claims import Claim, Outcome, Possible, Verdict, combine, crossover, settle, timing_plan
 from lstmstudy.kernels.workloads import AUTOENCODER, BILSTM
 from lstmstudy.parameters import check_bool, check_choices, check_positive_ints
@@ -86,7 +86,7 @@ def _label(kernel: str) -> str:
 
 # --- the grid -------------------------------------------------------------------------------------
 
-def point(kernel: str, batch: int, *, timesteps: int, features: int, seq_len: int) -> sweep.Point:
+def point(kernel: str, batch: int, *, timesteps: int, features: int, seq_len: int) -> contract.Point:
     """One training-step configuration of `kernel` at `batch`."""
     workload, _ = KERNELS[kernel]
     if workload == "autoencoder":
@@ -96,11 +96,11 @@ def point(kernel: str, batch: int, *, timesteps: int, features: int, seq_len: in
         shape = LSTMShape(batch=batch, timesteps=seq_len, features=BILSTM["embed"], hidden=BILSTM["hidden"],
                           bidirectional=True)
         config = {"workload": workload, "vocab": BILSTM["vocab"]}
-    return sweep.Point(kernel, shape, phase="train", config=config)
+    return contract.Point(kernel, shape, phase="train", config=config)
 
 
 def grid(*, kind: str, quick: bool, batches: Sequence[int], workloads: Sequence[str], frameworks: Sequence[str],
-         timesteps: int, features: int, seq_len: int) -> list[sweep.Point]:
+         timesteps: int, features: int, seq_len: int) -> list[contract.Point]:
     """Every chosen workload x framework at every batch size (quick: the first two, shorter sequences).
 
     The same grid on every device kind (`also_cpu`, a default of the GPU grid, is an option of `measure`).
@@ -112,7 +112,7 @@ def grid(*, kind: str, quick: bool, batches: Sequence[int], workloads: Sequence[
             if workload in workloads and framework in frameworks for b in batches]
 
 
-def measure(points: list[sweep.Point], *, device: str, min_time: float, quick: bool = False, also_cpu: bool = True,
+def measure(points: list[contract.Point], *, device: str, min_time: float, quick: bool = False, also_cpu: bool = True,
             **sweep_options) -> list[sweep.SweepReport]:
     """Time the training step of every point not yet stored for this hardware; with `also_cpu`, a GPU run
     measures this machine's CPU too, so that one run stores a CPU-GPU pair from one host."""
@@ -377,6 +377,8 @@ def epoch_table(results: pd.DataFrame, dataset_size: int) -> pd.DataFrame:
 _COMMON = dict(workloads=list(WORKLOADS), frameworks=list(FRAMEWORKS), timesteps=32, features=16, seq_len=100)
 CLAIM = Claim(
     number=NUMBER, name=NAME, statement=STATEMENT, seed_figure=SEED_FIGURE, rule=RULE,
+    source="blog post (seed 000), citing Woolf's benchmark; Q&A (seed 001)",
+    citations=("blogpost-lstm-gpu", "woolf-cloud-cpus", "so-cudnnlstm"),
     defaults={
         # batch 4096 left out on a CPU alone: seconds per step on a 2-core machine
         "cpu": dict(batches=[1, 8, 64, 512], also_cpu=False, **_COMMON),

@@ -19,7 +19,7 @@ from collections.abc import Sequence
 
 import pandas as pd
 
-from lstmstudy import kernels, sweep
+from lstmstudy import contract, kernels, sweep
 from lstmstudy.claims import Bands, Claim, Outcome, Verdict, timing_plan
 from lstmstudy.parameters import check_bool, check_choices, check_positive_ints
 from lstmstudy.shapes import LSTMShape
@@ -61,7 +61,7 @@ HEADLINE = {"cuda": ("keras.recurrent_dropout", "keras.relu", "torch.native"), "
 
 def grid(*, kind: str, quick: bool, batches: Sequence[int], hiddens: Sequence[int], timesteps: int,
          features: int, phases: Sequence[str], blog_model: bool = True, compiled: bool = True,
-         kernel_names: Sequence[str] | None = None) -> list[sweep.Point]:
+         kernel_names: Sequence[str] | None = None) -> list[contract.Point]:
     """Every trigger and its fused baseline at every batch x hidden size and phase, then the blog's model;
     `compiled`: torch.compiled too, at the first batch and hidden size (each phase one Inductor compile).
 
@@ -73,13 +73,13 @@ def grid(*, kind: str, quick: bool, batches: Sequence[int], hiddens: Sequence[in
     if quick or not compiled:
         names = [n for n in names if n not in COMPILED]
     first = (batches[0], hiddens[0])
-    points = [sweep.Point(kernel, LSTMShape(batch=b, timesteps=timesteps, features=features, hidden=h), phase=phase)
+    points = [contract.Point(kernel, LSTMShape(batch=b, timesteps=timesteps, features=features, hidden=h), phase=phase)
               for phase in phases for b in batches for h in hiddens for kernel in names
               if kernel not in COMPILED or (b, h) == first]
     return points + (blog_points(phases) if blog_model else [])
 
 
-def measure(points: list[sweep.Point], *, device: str, min_time: float, quick: bool = False,
+def measure(points: list[contract.Point], *, device: str, min_time: float, quick: bool = False,
             **sweep_options) -> list[sweep.SweepReport]:
     """Measure the points not yet stored for this hardware (the blog model's among them)."""
     return [sweep.run(NAME, points, kernels.prepare, timing_plan(min_time, quick), device=device, **sweep_options)]
@@ -88,7 +88,7 @@ def measure(points: list[sweep.Point], *, device: str, min_time: float, quick: b
 def check_parameters(parameters: dict) -> None:
     check_positive_ints(batches=parameters["batches"], hiddens=parameters["hiddens"],
                         timesteps=[parameters["timesteps"]], features=[parameters["features"]])
-    check_choices("phases", parameters["phases"], sweep.PHASES)
+    check_choices("phases", parameters["phases"], contract.PHASES)
     check_bool(blog_model=parameters["blog_model"], compiled=parameters["compiled"])
 
 
@@ -136,8 +136,8 @@ BLOG_SHAPE = LSTMShape(batch=1, timesteps=32, features=16, hidden=64, layers=2)
 BLOG_ACTIVATIONS = ("leaky_relu", "tanh")
 
 
-def blog_points(phases: Sequence[str]) -> list[sweep.Point]:
-    return [sweep.Point(BLOG_KERNEL, BLOG_SHAPE, phase=phase, config={"activation": activation})
+def blog_points(phases: Sequence[str]) -> list[contract.Point]:
+    return [contract.Point(BLOG_KERNEL, BLOG_SHAPE, phase=phase, config={"activation": activation})
             for phase in phases for activation in BLOG_ACTIVATIONS]
 
 
@@ -168,12 +168,14 @@ def summary(table: pd.DataFrame) -> pd.DataFrame:
 
 CLAIM = Claim(
     number=NUMBER, name=NAME, statement=STATEMENT, seed_figure=SEED_FIGURE, rule=RULE,
+    source="blog post (seed 000), quoting Chollet; Q&A (seed 001)",
+    citations=("blogpost-lstm-gpu", "chollet-dlwp2", "so-cudnnlstm"),
     defaults={
         # 84 points: torch.compiled left out, as Inductor's two compiles took 50 s of the claim's 170 on 2 cores
-        "cpu": dict(batches=[1, 32], hiddens=[64, 256], timesteps=32, features=32, phases=list(sweep.PHASES),
+        "cpu": dict(batches=[1, 32], hiddens=[64, 256], timesteps=32, features=32, phases=list(contract.PHASES),
                     blog_model=True, compiled=False),
         # 86 points; a GPU makes the larger hidden size cheap
-        "cuda": dict(batches=[1, 64], hiddens=[64, 512], timesteps=32, features=32, phases=list(sweep.PHASES),
+        "cuda": dict(batches=[1, 64], hiddens=[64, 512], timesteps=32, features=32, phases=list(contract.PHASES),
                      blog_model=True, compiled=True),
     },
     grid=grid, measure=measure, verdicts=verdicts, check=check_parameters,

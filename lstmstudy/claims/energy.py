@@ -67,7 +67,7 @@ import numpy as np
 import pandas as pd
 import torch
 
-from lstmstudy import kernels, sweep
+from lstmstudy import contract, kernels, sweep
 from lstmstudy.claims import Bands, Claim, Outcome, Verdict, cudnn_fallback
 from lstmstudy.errors import ParameterError, Skip
 from lstmstudy.kernels import Built
@@ -140,7 +140,7 @@ KERNELS: tuple[str, ...] = ("torch.fused", "torch.native", "torch.cell_loop",
 DEFAULT_KERNELS: tuple[str, ...] = tuple(k for k in KERNELS if k in HEADLINE or k in PAIRS.values())
 QUICK_KERNELS: tuple[str, ...] = ("torch.fused", "torch.native")
 #: every precision, in the order the page's figures show them
-PRECISIONS: tuple[str, ...] = sweep.PRECISIONS
+PRECISIONS: tuple[str, ...] = contract.PRECISIONS
 IDLE_KERNEL = "nvml.idle"
 
 
@@ -174,7 +174,7 @@ def check_windows(windows: object) -> None:
 
 def grid(*, kind: str, quick: bool, shapes: Sequence[Sequence[int]], kernel_names: Sequence[str] = DEFAULT_KERNELS,
          precisions: Sequence[str] = ("fp32",), phases: Sequence[str] = ("inference", "train"),
-         window_s: float = MIN_WINDOW_S, idle_s: float = MIN_WINDOW_S) -> list[sweep.Point]:
+         window_s: float = MIN_WINDOW_S, idle_s: float = MIN_WINDOW_S) -> list[contract.Point]:
     """Per phase and shape, one group (`sweep.groups`): its idle point, then every kernel at every precision.
 
     The same grid on every device kind (on a CPU every point becomes a skipped row). `quick` keeps the first
@@ -190,16 +190,16 @@ def grid(*, kind: str, quick: bool, shapes: Sequence[Sequence[int]], kernel_name
         kernel_names = [k for k in kernel_names if k in QUICK_KERNELS] or list(kernel_names)[:2]
         window_s = idle_s = MIN_WINDOW_S
     return [point for phase in phases for shape in lstm_shapes for point in [
-        sweep.Point(IDLE_KERNEL, shape, phase=phase, config={"idle_s": float(idle_s)}),
-        *(sweep.Point(kernel, shape, precision=precision, phase=phase, config={"window_s": float(window_s)})
+        contract.Point(IDLE_KERNEL, shape, phase=phase, config={"idle_s": float(idle_s)}),
+        *(contract.Point(kernel, shape, precision=precision, phase=phase, config={"window_s": float(window_s)})
           for precision in precisions for kernel in kernel_names)]]
 
 
 def check_parameters(parameters: dict) -> None:
     check_shapes(parameters["shapes"])
     check_choices("kernel_names", parameters["kernel_names"], KERNELS)
-    check_choices("precisions", parameters["precisions"], sweep.PRECISIONS)
-    check_choices("phases", parameters["phases"], sweep.PHASES)
+    check_choices("precisions", parameters["precisions"], contract.PRECISIONS)
+    check_choices("phases", parameters["phases"], contract.PHASES)
     check_window(window_s=parameters["window_s"], idle_s=parameters["idle_s"])
     check_windows(parameters["windows"])
 
@@ -265,7 +265,7 @@ class KernelWindows:
         self.n = steps.n  # a short window grew N: the later windows start from there
         self.kept.append((steps, window))
 
-    def result(self, rounds: Measurement) -> sweep.PointResult:
+    def result(self, rounds: Measurement) -> contract.PointResult:
         """The row: every window's steps as one round of samples, in the group's round seed, flagged `noisy`
         as the timing rounds flag a row (its time's interval over windows wider than +-10%)."""
         samples = tuple(t for steps, _ in self.kept for t in steps.samples)
@@ -274,10 +274,10 @@ class KernelWindows:
         m = replace(m, noisy=m.rel_halfwidth() > Rounds().noise_bound)
         windows = [window for _, window in self.kept]
         seen = self.k.observe()
-        return sweep.PointResult(measurement=m, flops=self.k.shape.flops(self.k.phase),
-                                 energy_j=sum(w.energy_j for w in windows),
-                                 observed=Observation(seen.kernel, {**seen.detail, **_window_detail(windows)}),
-                                 predicted_kernel=self.k.predicted_kernel, compute_dtype=self.k.compute_dtype)
+        return contract.PointResult(measurement=m, flops=self.k.shape.flops(self.k.phase),
+                                    energy_j=sum(w.energy_j for w in windows),
+                                    observed=Observation(seen.kernel, {**seen.detail, **_window_detail(windows)}),
+                                    predicted_kernel=self.k.predicted_kernel, compute_dtype=self.k.compute_dtype)
 
 
 @dataclass
@@ -297,18 +297,18 @@ class IdleWindows:
         with self.open_monitor() as monitor:
             self.kept.append(idle_window(monitor, self.seconds))
 
-    def result(self, rounds: Measurement) -> sweep.PointResult:
+    def result(self, rounds: Measurement) -> contract.PointResult:
         """The row: each window's length as one round of one sample, in the group's round seed."""
         m = Measurement(samples=tuple(w.duration_s for w in self.kept), warmup=0, threads=rounds.threads,
                         sync="none", round_sizes=(1,) * len(self.kept), seed=rounds.seed)
-        return sweep.PointResult(measurement=m, energy_j=sum(w.energy_j for w in self.kept),
-                                 observed=Observation("none", _window_detail(self.kept)))
+        return contract.PointResult(measurement=m, energy_j=sum(w.energy_j for w in self.kept),
+                                    observed=Observation("none", _window_detail(self.kept)))
 
 
-def prepare_point(point: sweep.Point, device: torch.device, *, timing: dict,
+def prepare_point(point: contract.Point, device: torch.device, *, timing: dict,
                   unavailable_reason: Callable[[torch.device], str | None] = unavailable,
                   monitor_factory: Callable[[torch.device, Sync | None], GpuMonitor] = _open_monitor
-                  ) -> sweep.Prepared:
+                  ) -> contract.Prepared:
     """This claim's `prepare` (`sweep.Prepare`): the point's windows as the step its group's rounds call.
 
     `timing` is `timing.measure`'s options for the warm-up before a kernel's window is sized; each window opens
@@ -318,14 +318,14 @@ def prepare_point(point: sweep.Point, device: torch.device, *, timing: dict,
         raise Skip(reason)
     if point.kernel == IDLE_KERNEL:
         windows = IdleWindows(float(point.config["idle_s"]), partial(monitor_factory, device, sync_for(device)))
-        return sweep.Prepared(step=windows, sync=None, finish=windows.result)
+        return contract.Prepared(step=windows, sync=None, finish=windows.result)
     k = kernels.check_fused(kernels.build(point.kernel, point.shape, device, point.precision, point.phase))
     sync = k.sync or sync_for(device)
     steps = KernelWindows(k, sync, float(point.config["window_s"]), partial(monitor_factory, device, sync), timing)
-    return sweep.Prepared(step=steps, sync=None, finish=steps.result)
+    return contract.Prepared(step=steps, sync=None, finish=steps.result)
 
 
-def measure(points: list[sweep.Point], *, device: str, min_time: float, quick: bool = False,
+def measure(points: list[contract.Point], *, device: str, min_time: float, quick: bool = False,
             windows: int = WINDOWS, **sweep_options) -> list[sweep.SweepReport]:
     """Measure the points not yet stored for this hardware in rounds of energy windows; without NVML every
     point is a `skipped` row at once."""
@@ -708,10 +708,12 @@ def amp_summary(results: pd.DataFrame) -> pd.DataFrame:
 
 
 _DEFAULTS = dict(shapes=[[16, 32, 128, 128], [64, 128, 512, 1024]], kernel_names=list(DEFAULT_KERNELS),
-                 precisions=["fp32"], phases=list(sweep.PHASES), window_s=MIN_WINDOW_S, idle_s=MIN_WINDOW_S,
+                 precisions=["fp32"], phases=list(contract.PHASES), window_s=MIN_WINDOW_S, idle_s=MIN_WINDOW_S,
                  windows=WINDOWS)
 CLAIM = Claim(
     number=NUMBER, name=NAME, statement=STATEMENT, seed_figure=SEED_FIGURE, rule=RULE,
+    source="paper (seed 003) left energy as future work; measured as Zeus does",
+    citations=("mahorker-lstm-kernels", "zeus-nsdi23"),
     # shapes are [batch, timesteps, features, hidden]: a small and a large one; on a CPU every point is a
     # skipped row saying NVML is not there. fp32 only by default, so that five windows of a second per
     # point fit the GPU lease beside the other claims; AMP's energy is measured with precisions

@@ -35,7 +35,7 @@ import numpy as np
 import pandas as pd
 import torch
 
-from lstmstudy import kernels, published, sweep
+from lstmstudy import contract, kernels, published, sweep
 from lstmstudy.claims import (PART_WORDS, Bands, Claim, Outcome, Verdict, combine, crossover_possible, holds_from,
                               settle, timing_plan)
 from lstmstudy.errors import Skip
@@ -169,32 +169,32 @@ def _shapes(quick: bool, hiddens: Sequence[int], batches: Sequence[int], timeste
 
 def grid(*, kind: str, quick: bool, hiddens: Sequence[int], batches: Sequence[int], timesteps: Sequence[int],
          kernel_names: Sequence[str] = KERNELS, amp_kernels: Sequence[str] = DEFAULT_AMP_KERNELS,
-         deepbench_shapes: bool = False) -> list[sweep.Point]:
+         deepbench_shapes: bool = False) -> list[contract.Point]:
     """Every kernel in fp32 and the `amp_kernels` in 16 bits at every hidden x batch x timesteps
     (input size = hidden size), inference; plus the profiler rows of `profile_points`. `deepbench_shapes`: the
     raw cuDNN baseline (`torch.raw`, fp32) also at DeepBench's 22 LSTM shapes not in the grid, the rows
     `published_rules.beside_deepbench` puts beside the V100's published forward times."""
     amp = amp_precision(kind)
     shapes = _shapes(quick, hiddens, batches, timesteps)
-    points = [sweep.Point(kernel, shape, precision=precision)
+    points = [contract.Point(kernel, shape, precision=precision)
               for shape in shapes
               for precision in ("fp32", amp)
               for kernel in (kernel_names if precision == "fp32" else [k for k in kernel_names if k in amp_kernels])]
     if deepbench_shapes and not quick and "torch.raw" in kernel_names:
         extra = [LSTMShape(batch=b, timesteps=t, features=h, hidden=h) for h, b, t in published.deepbench_shapes()]
-        points += [sweep.Point("torch.raw", shape) for shape in extra if shape not in shapes]
+        points += [contract.Point("torch.raw", shape) for shape in extra if shape not in shapes]
     return points + profile_points(shapes, quick=quick)
 
 
-def profile_points(shapes: Sequence[LSTMShape], *, quick: bool) -> list[sweep.Point]:
+def profile_points(shapes: Sequence[LSTMShape], *, quick: bool) -> list[contract.Point]:
     """The overhead breakdown: the time inside the LSTM op of torch.raw and torch.fused, fp32, at the
     grid's smallest shape (where per-call overhead weighs most) and, unless quick, its largest."""
     smallest, largest = min(shapes, key=lambda s: s.flops()), max(shapes, key=lambda s: s.flops())
     chosen = [smallest] if quick or smallest == largest else [smallest, largest]
-    return [sweep.Point(kernel, shape, config=IN_KERNEL) for shape in chosen for kernel in PROFILED]
+    return [contract.Point(kernel, shape, config=IN_KERNEL) for shape in chosen for kernel in PROFILED]
 
 
-def measure(points: list[sweep.Point], *, device: str, min_time: float, quick: bool = False,
+def measure(points: list[contract.Point], *, device: str, min_time: float, quick: bool = False,
             **sweep_options) -> list[sweep.SweepReport]:
     """Measure the points not yet stored for this hardware."""
     plan = timing_plan(min_time, quick, **({} if quick else dict(warmup=2)))
@@ -210,7 +210,7 @@ def check_parameters(parameters: dict) -> None:
     check_bool(deepbench_shapes=parameters["deepbench_shapes"])
 
 
-def prepare(point: sweep.Point, device, sessions: int = 5) -> sweep.Prepared | sweep.PointResult:
+def prepare(point: contract.Point, device, sessions: int = 5) -> contract.Prepared | contract.PointResult:
     """A grid row: the registry's, timed in its group's rounds; a profiler row: `_measure_in_kernel` over
     `sessions` profiled sessions, on its own."""
     if dict(point.config) == IN_KERNEL:
@@ -222,7 +222,7 @@ class ImpossibleShare(RuntimeError):
     """The profiler put more time inside the kernel than the session's wall time: the row is an error."""
 
 
-def _measure_in_kernel(point: sweep.Point, device, *, sessions: int = 5) -> sweep.PointResult:
+def _measure_in_kernel(point: contract.Point, device, *, sessions: int = 5) -> contract.PointResult:
     """Time spent inside the LSTM kernel per call, one sample per profiled session (`observe.time_inside`),
     each session's wall time beside it; a session whose in-kernel time exceeds its wall time is an error."""
     k = kernels.check_fused(kernels.build(point.kernel, point.shape, device, point.precision, point.phase))
@@ -235,8 +235,8 @@ def _measure_in_kernel(point: sweep.Point, device, *, sessions: int = 5) -> swee
         raise ImpossibleShare(f"{point.kernel}: the profiler saw {max(shares):.0%} of a session's wall time inside "
                               f"the kernel; a share above 100% is a measuring error, not a result")
     measurement = Measurement(samples=tuple(samples), warmup=3, threads=torch.get_num_threads(), sync="profiler")
-    return sweep.PointResult(measurement=measurement, flops=point.shape.flops(point.phase), observed=seen,
-                         compute_dtype=k.compute_dtype)
+    return contract.PointResult(measurement=measurement, flops=point.shape.flops(point.phase), observed=seen,
+                                compute_dtype=k.compute_dtype)
 
 
 # --- analysis -------------------------------------------------------------------------------------
@@ -641,6 +641,9 @@ def problems(results: pd.DataFrame) -> pd.DataFrame:
 _COMMON = dict(batches=[1, 16, 64], timesteps=[25, 100], kernel_names=KERNELS, amp_kernels=DEFAULT_AMP_KERNELS)
 CLAIM = Claim(
     number=NUMBER, name=NAME, statement=STATEMENT, seed_figure=SEED_FIGURE, rule=RULE,
+    source=("paper (seed 003): Table 2 against a DeepBench cuDNN baseline, and its Figure 1 "
+            "(Mode 1 vs Mode 2)"),
+    citations=("mahorker-lstm-kernels", "deepbench"),
     # a small CPU's larger hidden size is 256: at 512 its six shapes took 80 s of the claim's 140 on 2 cores
     defaults={"cpu": dict(hiddens=[128, 256], deepbench_shapes=False, **_COMMON),
               "cuda": dict(hiddens=[128, 512], deepbench_shapes=True, **_COMMON)},

@@ -14,7 +14,7 @@ from pathlib import Path
 
 import pandas as pd
 
-from lstmstudy import results
+from lstmstudy import contract, results
 from lstmstudy.claims import Claim, timing_plan
 from lstmstudy.parameters import check_choices
 from lstmstudy.shapes import LSTMShape
@@ -33,15 +33,15 @@ def _shape(spec: Sequence[int]) -> LSTMShape:
 
 
 def grid(*, kind: str, quick: bool, shapes: Sequence[Sequence[int]], phases: Sequence[str],
-         kernel_names: Sequence[str] | None = None) -> list:
+         kernel_names: Sequence[str] | None = None) -> list[contract.Point]:
     """Every kernel (all registered ones by default) at every shape and phase, fp32; `quick`: one tiny shape."""
-    from lstmstudy import kernels, sweep
+    from lstmstudy import kernels
 
     names = list(kernel_names or kernels.names())
     if quick:  # a smoke run: compiling takes tens of seconds
         names = [n for n in names if n not in COMPILED]
     chosen = [QUICK_SHAPE] if quick else list(shapes)
-    return [sweep.Point(name, _shape(s), "fp32", phase) for s in chosen for phase in phases for name in names]
+    return [contract.Point(name, _shape(s), "fp32", phase) for s in chosen for phase in phases for name in names]
 
 
 def measure(points: list, *, device: str, min_time: float, quick: bool = False, **sweep_options) -> list:

@@ -25,7 +25,7 @@ from collections.abc import Sequence
 
 import pandas as pd
 
-from lstmstudy import kernels, published, sweep
+from lstmstudy import contract, kernels, published, sweep
 from lstmstudy.claims import PART_WORDS, Claim, Outcome, Verdict, combine, holds_below, holds_from, settle, timing_plan
 from lstmstudy.observe import what_ran
 from lstmstudy.parameters import check_bool, check_choices, check_positive_ints
@@ -69,7 +69,7 @@ PAIR_KEYS = ["hardware_id", "kernel", "phase", "batch", "timesteps", "features",
 def grid(*, kind: str, quick: bool, hiddens: Sequence[int], timesteps: Sequence[int], batches: Sequence[int],
          batch_sweep: Sequence[int], sweep_hidden: int, keras_cpu_hidden: int, keras_cpu_timesteps: int,
          features: int, precisions: Sequence[str], phases: Sequence[str],
-         deepbench_shapes: bool = False) -> list[sweep.Point]:
+         deepbench_shapes: bool = False) -> list[contract.Point]:
     """The points to measure on a device of `kind` ('cpu' or 'cuda'), fp32 always included.
 
     - `torch.fused` over hiddens x timesteps x batches (the heatmaps);
@@ -105,18 +105,18 @@ def grid(*, kind: str, quick: bool, hiddens: Sequence[int], timesteps: Sequence[
     for phase in phases:
         for kernel, shape in shapes:
             for precision in precs:
-                point = sweep.Point(kernel, shape, precision=precision, phase=phase)
+                point = contract.Point(kernel, shape, precision=precision, phase=phase)
                 if point.key() not in seen:
                     seen.add(point.key())
                     points.append(point)
     if deepbench_shapes and not quick:
-        points += [sweep.Point(HEADLINE_KERNEL, LSTMShape(batch=b, timesteps=t, features=h, hidden=h),
-                               precision=precision, phase="train")
+        points += [contract.Point(HEADLINE_KERNEL, LSTMShape(batch=b, timesteps=t, features=h, hidden=h),
+                                  precision=precision, phase="train")
                    for h, b, t in published.deepbench_shapes() for precision in ("fp32", "fp16") if precision in precs]
     return points
 
 
-def measure(points: list[sweep.Point], *, device: str, min_time: float, quick: bool = False,
+def measure(points: list[contract.Point], *, device: str, min_time: float, quick: bool = False,
             **sweep_options) -> list[sweep.SweepReport]:
     """Measure the points not yet stored for this hardware.
 
@@ -132,7 +132,7 @@ def check_parameters(parameters: dict) -> None:
                         **{k: [parameters[k]] for k in ("sweep_hidden", "keras_cpu_hidden", "keras_cpu_timesteps",
                                                         "features")})
     check_choices("precisions", parameters["precisions"], LOW_PRECISIONS)
-    check_choices("phases", parameters["phases"], sweep.PHASES)
+    check_choices("phases", parameters["phases"], contract.PHASES)
     check_bool(deepbench_shapes=parameters["deepbench_shapes"])
 
 
@@ -303,9 +303,11 @@ def by_batch(results: pd.DataFrame) -> pd.DataFrame:
 
 
 _COMMON = dict(timesteps=[16, 128], batches=[32], batch_sweep=[1, 8, 128], sweep_hidden=256, keras_cpu_hidden=256,
-               keras_cpu_timesteps=16, features=32, precisions=list(LOW_PRECISIONS), phases=list(sweep.PHASES))
+               keras_cpu_timesteps=16, features=32, precisions=list(LOW_PRECISIONS), phases=list(contract.PHASES))
 CLAIM = Claim(
     number=NUMBER, name=NAME, statement=STATEMENT, seed_figure=SEED_FIGURE, rule=RULE,
+    source="paper (seed 003)",
+    citations=("mahorker-lstm-kernels",),
     # a GPU gets Keras over the whole heatmap grid, and DeepBench's training shapes (up to hidden 4096, batch 128)
     defaults={"cpu": dict(hiddens=[64, 256, 1024], deepbench_shapes=False, **_COMMON),
               "cuda": dict(hiddens=[64, 256, 1024], deepbench_shapes=True, **_COMMON)},

@@ -38,7 +38,7 @@ from collections.abc import Sequence
 
 import pandas as pd
 
-from lstmstudy import data, hardware, results, sweep
+from lstmstudy import contract, data, hardware, results, sweep
 from lstmstudy.claims import PART_WORDS, Claim, Outcome, Verdict, bucketing, combine, holds_from, settle
 from lstmstudy.errors import ParameterError
 from lstmstudy.parallel.batching import timed_plan
@@ -132,7 +132,7 @@ def _check_counts(counts: Sequence[int], layers: int, batch_size: int) -> None:
 
 def grid(*, kind: str, quick: bool, devices: object, layers: int, hidden: int, features: int, batch_size: int,
          micro_batches: int, plans: Sequence[str], corpus: str, sample_batches: int | str,
-         seed: int = 0) -> list[sweep.Point]:
+         seed: int = 0) -> list[contract.Point]:
     """Per device count and plan: one device's run for 1, DDP and the pipeline for more. `quick`: 2 layers of
     16 units, batches of 8 in 2 micro-batches, 2 sampled batches: a smoke run."""
     if quick:
@@ -153,14 +153,14 @@ def grid(*, kind: str, quick: bool, devices: object, layers: int, hidden: int, f
                       timed_batches=timed.n_batches, micro_batches=micro_batches)
         for k in counts:
             for scheme in (["single"] if k == 1 else ["ddp", "pipeline"]):
-                points.append(sweep.Point(SCHEMES[scheme], shape, phase="train",
-                                          config={**config, "scheme": scheme, "devices": k}))
+                points.append(contract.Point(SCHEMES[scheme], shape, phase="train",
+                                             config={**config, "scheme": scheme, "devices": k}))
     return points
 
 
 # --- measuring -------------------------------------------------------------------------------------------
 
-def _spec(points: list[sweep.Point], kind: str, quick: bool) -> dict:
+def _spec(points: list[contract.Point], kind: str, quick: bool) -> dict:
     shape = points[0].shape
     return {"device_kind": kind, "features": shape.features, "hidden": shape.hidden, "layers": shape.layers,
             "seed": int(points[0].config["seed"]), "micro_batches": int(points[0].config["micro_batches"]),
@@ -181,11 +181,11 @@ def check_text(check: dict | None, kind: str) -> tuple[bool, str]:
                 f"(largest relative difference {worst:.1e}; tolerance {TOLERANCE[kind]:.0e})")
 
 
-def _launch_timeout_s(points: list[sweep.Point], kind: str, quick: bool) -> float:
+def _launch_timeout_s(points: list[contract.Point], kind: str, quick: bool) -> float:
     return 240.0 if quick else max(600.0, 3 * len(points) * CLAIM.seconds_per_point[kind])
 
 
-def measure(points: list[sweep.Point], *, device: str, min_time: float, quick: bool = False,
+def measure(points: list[contract.Point], *, device: str, min_time: float, quick: bool = False,
             root=None, retry_errors: bool = False, rerun: bool = False, deadline: sweep.Deadline | None = None,
             slow: frozenset[str] = frozenset(), progress: bool = True) -> list[sweep.SweepReport]:
     """One `torchrun` run for every point this machine can run (`lstmstudy.parallel.launch`), its rows stored
@@ -244,7 +244,7 @@ def measure(points: list[sweep.Point], *, device: str, min_time: float, quick: b
                                     round_sizes=(1,) * len(samples), seed=7)
                     detail = {"check": said, "processes": got["world_size"]}
                     rows.append(sweep.make_row(NAME, p, dev, fp, conditions=conditions,
-                                               outcome=sweep.PointResult(m, observed=Observation("", detail))))
+                                               outcome=contract.PointResult(m, observed=Observation("", detail))))
         deadline.record(time.monotonic() - start)
     elif runnable:
         report.left = len(runnable)
@@ -370,6 +370,8 @@ def verdicts(frame: pd.DataFrame) -> list[Verdict]:
 _COMMON = dict(devices=ALL_DEVICES, plans=list(PLAN_NAMES), corpus="ptb-valid", layers=8)
 CLAIM = Claim(
     number=NUMBER, name=NAME, statement=STATEMENT, seed_figure=SEED_FIGURE, rule=RULE,
+    source="slides (seed 002); real Penn Treebank sentence lengths",
+    citations=("lin-wu-lstm-slides", "marcus-ptb", "mikolov-rnnlm"),
     # a CPU only runs the functional test: a sample of 4 batches of a narrow model; a GPU whole epochs of the
     # valid split (52 full batches of 64) at the width of a PTB language model
     defaults={"cpu": dict(hidden=64, features=32, batch_size=32, micro_batches=4, sample_batches=4, **_COMMON),

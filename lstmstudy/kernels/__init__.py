@@ -30,11 +30,11 @@ from dataclasses import dataclass, field
 import numpy as np
 import torch
 
+from lstmstudy.contract import PHASES, PRECISIONS, PointResult, Prepared
 from lstmstudy.errors import Skip, UnknownKernel
 from lstmstudy.hardware import resolve_device
 from lstmstudy.observe import FUSED, NOTHING, Observation
 from lstmstudy.shapes import LSTMShape
-from lstmstudy.sweep import PHASES, PRECISIONS, PointResult, Prepared
 from lstmstudy.timing import Measurement, Sync
 
 #: The dtype each precision computes in, by name (torch's and Keras's names agree).

@@ -29,7 +29,7 @@ from functools import cache, partial
 import numpy as np
 import torch
 
-from lstmstudy.backends import import_keras, keras_backend
+from lstmstudy.backends import ieee_fp32, import_keras, keras_backend
 from lstmstudy.errors import Skip
 from lstmstudy.kernels import (
     Built,
@@ -39,7 +39,6 @@ from lstmstudy.kernels import (
     make_inputs,
     register,
 )
-from lstmstudy.kernels.torch_kernels import ieee_fp32
 from lstmstudy.observe import NOTHING, Observation, observe
 from lstmstudy.shapes import LSTMShape
 from lstmstudy.timing import Sync, sync_for, tf_sync

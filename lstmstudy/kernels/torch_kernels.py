@@ -15,11 +15,12 @@ other before they are timed against each other:
 
 Every step runs under the same numerics (`_backend`, `_autocast`): fp16/bf16 through `torch.autocast`
 (the raw rows instead hold weights and inputs in the compute type, as DeepBench does, and so do the
-nn.LSTM rows on a GPU, see `_holds_compute_type`), and on a GPU fp32 pinned to IEEE fp32 (`ieee_fp32`),
-because PyTorch lets cuDNN's RNN use TF32 by default (`torch.backends.cudnn.rnn.fp32_precision ==
-"tf32"`) while cuBLAS matmuls default to IEEE: left alone, "fp32" fused-vs-generic would compare TF32
-with FP32. Each build reads the dtype its LSTM output really has (`Built.compute_dtype`) and refuses
-a mismatch with the precision asked for (`kernels.checked_compute_dtype`).
+nn.LSTM rows on a GPU, see `_holds_compute_type`), and on a GPU fp32 pinned to IEEE fp32
+(`backends.ieee_fp32`), because PyTorch lets cuDNN's RNN use TF32 by default
+(`torch.backends.cudnn.rnn.fp32_precision == "tf32"`) while cuBLAS matmuls default to IEEE: left alone,
+"fp32" fused-vs-generic would compare TF32 with FP32. Each build reads the dtype its LSTM output really
+has (`Built.compute_dtype`) and refuses a mismatch with the precision asked for
+(`kernels.checked_compute_dtype`).
 """
 
 from __future__ import annotations
@@ -35,6 +36,7 @@ from torch import Tensor, nn
 from torch.amp.autocast_mode import is_autocast_available
 from torch.profiler import ProfilerActivity, profile
 
+from lstmstudy.backends import ieee_fp32, torch_flag
 from lstmstudy.errors import Skip
 from lstmstudy.kernels import (
     DTYPE_NAMES,
@@ -106,35 +108,6 @@ def _compile_unavailable(device: torch.device, precision: str) -> str | None:
 # --- numerics: the contexts every step runs in ----------------------------------------------------
 
 @contextmanager
-def _setting(owner: object, attr: str, value: object) -> Iterator[None]:
-    """Set one torch.backends flag for a block and restore it, leaving every other flag alone."""
-    before = getattr(owner, attr)
-    setattr(owner, attr, value)
-    try:
-        yield
-    finally:
-        setattr(owner, attr, before)
-
-
-@contextmanager
-def ieee_fp32(device: torch.device | str) -> Iterator[None]:
-    """On a GPU, fp32 in cuDNN's RNNs and cuBLAS's matmuls as IEEE fp32, not TF32, for a block (then restored).
-
-    Public so that every fp32 step of the study (these kernels, Keras on torch, whole-model steps, the
-    sweep) runs the same arithmetic. Elsewhere it changes nothing: the flags only steer CUDA libraries.
-    """
-    with ExitStack() as stack:
-        if torch.device(device).type == "cuda":
-            stack.enter_context(_setting(torch.backends.cudnn.rnn, "fp32_precision", "ieee"))
-            # cuDNN's convolutions too, for any convolution in a whole-model step. The legacy getter
-            # `torch.backends.cudnn.allow_tf32` raises inside this block (torch refuses to read a mix of the
-            # new per-operator settings through it): read `cudnn.rnn.fp32_precision` instead
-            stack.enter_context(_setting(torch.backends.cudnn.conv, "fp32_precision", "ieee"))
-            stack.enter_context(_setting(torch.backends.cuda.matmul, "fp32_precision", "ieee"))
-        yield
-
-
-@contextmanager
 def _backend(device: torch.device, vendor: bool | None) -> Iterator[None]:
     """The vendor RNN library on/off (None: untouched) and, on a GPU, IEEE fp32 for cuDNN and cuBLAS.
 
@@ -143,7 +116,7 @@ def _backend(device: torch.device, vendor: bool | None) -> Iterator[None]:
     with ExitStack() as stack:
         if vendor is not None:
             library = torch.backends.cudnn if device.type == "cuda" else torch.backends.mkldnn
-            stack.enter_context(_setting(library, "enabled", vendor))
+            stack.enter_context(torch_flag(library, "enabled", vendor))
         stack.enter_context(ieee_fp32(device))
         yield
 

@@ -26,7 +26,7 @@ import numpy as np
 import torch
 import torch.distributed as dist
 
-from lstmstudy.kernels.torch_kernels import ieee_fp32
+from lstmstudy.backends import ieee_fp32
 from lstmstudy.parallel.batching import timed_plan
 from lstmstudy.parallel.model import Batch, batches, build
 from lstmstudy.parallel.schemes import DataParallel, Pipeline, SingleDevice
