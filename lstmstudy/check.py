@@ -18,13 +18,11 @@ from lstmstudy import hardware, kernels
 from lstmstudy.backends import chosen_note, keras_backend
 from lstmstudy.errors import StudyError
 from lstmstudy.kernels.criteria import bf16_cudnn_supported
-from lstmstudy.observe import what_ran
+from lstmstudy.observe import FUSED, what_ran
 from lstmstudy.shapes import LSTMShape
 from lstmstudy.timing import sync_for
 
 SHAPE = LSTMShape(batch=4, timesteps=8, features=16, hidden=32)
-#: what the fused nn.LSTM must run, per device kind
-FUSED = {"cuda": "cudnn", "cpu": "onednn"}
 EXPECTED_DTYPE = {"fp32": "float32", "fp16": "float16", "bf16": "bfloat16"}
 
 

@@ -43,15 +43,6 @@ from lstmstudy import observe
 from lstmstudy.errors import StudyError
 from lstmstudy.kernels.criteria import Explanation, Reason, explain_cudnn, recurrent_layers
 
-#: what each kernel of `explain_cudnn`'s vocabulary is, for a reader
-KERNELS = {
-    "cudnn": "cuDNN's fused kernel",
-    "miopen": "MIOpen's fused kernel",
-    "onednn": "oneDNN's fused CPU LSTM",
-    "generic": "Keras's generic kernel (a loop over time steps)",
-    "unrolled": "Keras's unrolled loop",
-    "aten": "PyTorch's own loop (ATen)",
-}
 #: the reasons that only say the layer is not on a GPU: on a machine without one, the warning is about a GPU
 LACKS_GPU = {"no_gpu", "not_on_gpu"}
 #: what to change, by `Reason.code`
@@ -223,11 +214,11 @@ class Finding:
 
     @property
     def fused(self) -> bool:
-        return self.kernel in ("cudnn", "miopen") and not self.reasons
+        return self.kernel in observe.GPU_FUSED and not self.reasons
 
     def __str__(self) -> str:
         name = f"{self.layer_type} layer {self.layer!r} [{self.framework}]"
-        what = KERNELS.get(self.kernel, self.kernel)
+        what = observe.MEANING.get(self.kernel, self.kernel)
         if self.fused:
             return f"{name}: {what}" + (" on a GPU" if self.on_gpu else "")
         if self.on_gpu:
@@ -236,7 +227,7 @@ class Finding:
             head = f"{name} ran {what}, not cuDNN, because:"
         lines = [head, *(f"  - {r.message}" for r in self.reasons)]
         if self.ran_here:
-            lines.append(f"  here (no GPU) it ran {KERNELS.get(self.ran_here, self.ran_here)}")
+            lines.append(f"  here (no GPU) it ran {observe.MEANING.get(self.ran_here, self.ran_here)}")
         lines += [f"  note: {n.message}" for n in self.notes]
         lines += [f"  fix: {fix}" for fix in self.fixes]
         if self.cost is not None:
@@ -262,7 +253,7 @@ def finding(explanation: Explanation, layer_type: str, *, ran: str | None = None
     """
     kernel = ran or explanation.kernel
     reasons = explanation.reasons
-    if kernel in ("cudnn", "miopen") and not reasons:
+    if kernel in observe.GPU_FUSED and not reasons:
         return None
     if not reasons:  # a fallback was observed that the explainer does not predict
         reasons = (Reason("unexplained", "the framework fell back for a reason explain_cudnn does not model"),)
@@ -337,7 +328,8 @@ class Watch:
         """Wrap the layer's `inner_loop` (in its instance dict, as `explain_cudnn` does) for its first real call.
 
         LSTM and GRU try the backend's cuDNN function first and fall back to `RNN.inner_loop`, which runs
-        the cell step by step; the cuDNN path never calls the cell. So a call of the cell is the fallback.
+        the cell step by step; the cuDNN path never calls the cell. So a call of the cell is the fallback, the
+        layer's own loop, which `observe.keras_loop` names.
         """
         from keras.src.backend import in_symbolic_scope
 
@@ -358,7 +350,7 @@ class Watch:
                 outputs = inner_loop(sequences, initial_state, mask, training=training)
             finally:
                 vars(layer.cell).pop("call", None)
-            ran = ("unrolled" if layer.unroll else "generic") if cell_calls else None
+            ran = observe.keras_loop(keras.backend.backend(), layer.unroll) if cell_calls else None
             self._report(layer, self._keras_finding(keras, path, layer, ran, _concrete(keras, mask),
                                                     sequences.shape[0], training))
             return outputs
@@ -382,8 +374,7 @@ class Watch:
     def _watch_torch(self, path: str, rnn: nn.RNNBase) -> Callable[[], None]:
         """Run the module's first forward under the profiler (`observe.observe`) and name what it ran.
 
-        `observe` labels a pass that has no vendor op as an LSTM's `aten-loop` or a `python-op-loop`; for
-        an `nn.RNNBase` both are ATen's own loop ('aten' in `explain_cudnn`'s vocabulary).
+        `observe` and `explain_cudnn` speak one vocabulary, so the observed label is the finding's kernel.
         """
         forward = rnn.forward
 
@@ -393,7 +384,6 @@ class Watch:
             data = x.data if packed else x
             outputs = []
             seen = observe.observe([lambda: outputs.append(forward(*args, **kwargs))], data.device)
-            ran = seen.kernel if seen.kernel in ("cudnn", "miopen", "onednn") else "aten"
             if packed:
                 batch = int(x.batch_sizes[0])
             else:
@@ -401,9 +391,9 @@ class Watch:
             here = replace(explain_cudnn(rnn)[0], layer=path)
             gpu = replace(explain_cudnn(rnn, device="cuda")[0], layer=path)
             phase = "train" if rnn.training and torch.is_grad_enabled() else "inference"
-            self._report(rnn, finding(here, rnn.mode if rnn.mode in ("LSTM", "GRU") else "RNN", ran=ran, on_gpu=gpu,
-                                      report_missing_gpu=self.report_missing_gpu, batch=batch, hidden=rnn.hidden_size,
-                                      phase=phase, root=self.results_root))
+            self._report(rnn, finding(here, rnn.mode if rnn.mode in ("LSTM", "GRU") else "RNN", ran=seen.kernel,
+                                      on_gpu=gpu, report_missing_gpu=self.report_missing_gpu, batch=batch,
+                                      hidden=rnn.hidden_size, phase=phase, root=self.results_root))
             return outputs[0]
 
         vars(rnn)["forward"] = watched_forward

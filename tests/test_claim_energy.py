@@ -28,6 +28,7 @@ from lstmstudy.claims import energy as claim  # noqa: E402
 from lstmstudy.errors import ParameterError, Skip  # noqa: E402
 from lstmstudy.nvml import ENERGY_COUNTER_PERIOD_S, GpuMeasurement, WindowResult, nvml_available  # noqa: E402
 from lstmstudy.observe import Observation  # noqa: E402
+from lstmstudy.protocols import energy_windows  # noqa: E402
 from lstmstudy.shapes import LSTMShape  # noqa: E402
 from lstmstudy.timing import Measurement  # noqa: E402
 
@@ -319,7 +320,7 @@ def test_a_window_never_measured_raises_instead_of_storing_a_number():
 
 def test_a_window_is_sized_from_host_wall_time_not_the_device_timed_median(monkeypatch):
     # a 2 ms step whose device-timed median is a quarter of it, as CUDA events leave out launch and sync
-    medians, real = [], claim.time_call
+    medians, real = [], energy_windows.time_call
 
     def device_timed(step, **options) -> Measurement:
         m = real(step, **options)
@@ -327,10 +328,10 @@ def test_a_window_is_sized_from_host_wall_time_not_the_device_timed_median(monke
         medians.append(m.median)
         return m
 
-    monkeypatch.setattr(claim, "time_call", device_timed)
+    monkeypatch.setattr(energy_windows, "time_call", device_timed)
     monitor, window_s = FakeMonitor(), 0.05
-    windows = claim.KernelWindows(SimpleNamespace(step=lambda: time.sleep(0.002)), None, window_s, lambda: monitor,
-                                  dict(min_time=0.01, max_time=0.05, min_samples=3))
+    windows = energy_windows.KernelWindows(SimpleNamespace(step=lambda: time.sleep(0.002)), None, window_s,
+                                           lambda: monitor, dict(min_time=0.01, max_time=0.05, min_samples=3))
     windows()  # the rounds' warm-up call sizes the window
     # about a quarter of the steps the device-timed median asks for (4x more than fit the window)
     device_n = nvml.repetitions(medians[0], window_s)
@@ -352,10 +353,10 @@ def test_a_group_runs_interleaved_windows_and_stores_every_one(tmp_path):
         monitors.append(FakeMonitor(busy_w=50.0, idle_w=30.0))
         return monitors[-1]
 
-    prepare = lambda point, device: claim.prepare_point(  # noqa: E731
+    prepare = lambda point, device: energy_windows.prepare_point(  # noqa: E731
         point, device, timing=dict(min_time=0.01, max_time=0.05, min_samples=3),
         unavailable_reason=lambda d: None, monitor_factory=factory)
-    outcomes = sweep.measure_group(points, prepare, torch.device("cpu"), claim.window_rounds(3))
+    outcomes = sweep.measure_group(points, prepare, torch.device("cpu"), energy_windows.window_rounds(3))
     assert all(isinstance(o, contract.PointResult) for o in outcomes), outcomes
     assert len(monitors) == 3 * 3  # one monitor per window: nothing stays open between rounds
     idle, fused, native = outcomes
@@ -380,21 +381,22 @@ def test_a_group_runs_interleaved_windows_and_stores_every_one(tmp_path):
 def test_a_window_the_counter_cannot_measure_makes_an_error_row_not_a_number():
     point = contract.Point("torch.fused", LSTMShape(batch=2, timesteps=2, features=2, hidden=4),
                            config={"window_s": 0.0})
-    prepare = lambda point, device: claim.prepare_point(  # noqa: E731
+    prepare = lambda point, device: energy_windows.prepare_point(  # noqa: E731
         point, device, timing=dict(min_time=0.0, max_time=0.01, min_samples=3),
         unavailable_reason=lambda d: None, monitor_factory=lambda d, s: FakeMonitor(unmeasured=99))
-    (outcome,) = sweep.measure_group([point], prepare, torch.device("cpu"), claim.window_rounds(3))
+    (outcome,) = sweep.measure_group([point], prepare, torch.device("cpu"), energy_windows.window_rounds(3))
     assert isinstance(outcome, RuntimeError) and "did not increase" in str(outcome)
 
 
 def test_without_nvml_every_point_skips_with_the_reason():
     for point in claim.grid(kind="cpu", quick=True, shapes=[[2, 4, 4, 8]]):
         with pytest.raises(Skip, match="no NVML"):
-            claim.prepare_point(point, torch.device("cpu"), timing={}, unavailable_reason=lambda d: "no NVML here")
+            energy_windows.prepare_point(point, torch.device("cpu"), timing={},
+                                         unavailable_reason=lambda d: "no NVML here")
 
 
 def test_on_a_cpu_energy_is_unavailable_with_the_reason():
-    reason = claim.unavailable(torch.device("cpu"))
+    reason = energy_windows.unavailable(torch.device("cpu"))
     assert reason and ("NVML is not available" in reason or "this run is on cpu" in reason)
 
 
@@ -428,12 +430,13 @@ def test_a_quick_cpu_run_stores_skipped_rows_at_once(results_root):
 
 def test_every_window_lasts_a_second_and_ten_counter_periods():
     assert claim.MIN_WINDOW_S >= 1.0 and claim.MIN_WINDOW_S >= 10 * ENERGY_COUNTER_PERIOD_S
+    assert claim.MIN_WINDOW_S >= nvml.MIN_ENERGY_WINDOW_S  # the claim's number keeps NVML's floor
     for kind in ("cpu", "cuda"):
         for quick in (False, True):
             for point in claim.CLAIM.points(kind, quick=quick):
                 assert point.config.get("window_s", point.config.get("idle_s")) >= claim.MIN_WINDOW_S
     assert claim.CLAIM.parameters("cuda")["windows"] == claim.WINDOWS >= claim.MIN_JUDGED_WINDOWS
-    plan = claim.window_rounds(5)
+    plan = energy_windows.window_rounds(5)
     assert (plan.rounds, plan.warmup, plan.burst_max_samples, plan.extra_rounds) == (5, 1, 1, 0)
 
 

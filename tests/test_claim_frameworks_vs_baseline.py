@@ -16,6 +16,7 @@ from lstmstudy.claims import Outcome
 from lstmstudy.claims import frameworks_vs_baseline as claim
 from lstmstudy.errors import ParameterError
 from lstmstudy.observe import Observation
+from lstmstudy.protocols import in_kernel
 from lstmstudy.shapes import LSTMShape
 
 SHAPES = [(h, b, t) for h in (64, 256) for b in (1, 16) for t in (10, 50)]
@@ -288,10 +289,10 @@ def test_an_impossible_share_is_never_shown(tmp_path):
 
 def test_a_profiled_session_above_its_wall_time_is_an_error_row(monkeypatch):
     seen = Observation("onednn", {"profiled_wall_s": [1e-3, 1e-3]})
-    monkeypatch.setattr(claim, "time_inside", lambda *a, **k: ([0.5e-3, 1.2e-3], seen))
+    monkeypatch.setattr(in_kernel, "time_inside", lambda *a, **k: ([0.5e-3, 1.2e-3], seen))
     point = contract.Point("torch.fused", LSTMShape(batch=1, timesteps=4, features=8, hidden=8), config=claim.IN_KERNEL)
-    with pytest.raises(claim.ImpossibleShare, match="120% of a session's wall time"):
-        claim.prepare(point, torch.device("cpu"), sessions=2)
+    with pytest.raises(in_kernel.ImpossibleShare, match="120% of a session's wall time"):
+        in_kernel.prepare(point, torch.device("cpu"), profiled=claim.IN_KERNEL, sessions=2)
 
 
 def test_grid_quick_and_amp_precision():

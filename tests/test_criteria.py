@@ -6,7 +6,8 @@ replaced by a recorder returning correctly shaped outputs. Everything else is Ke
 including `_cudnn_lstm`'s mask assertion, so a layer "uses cuDNN" exactly when the recorder is
 called (with `use_cudnn=True`, an ineligible layer raises Keras's ValueError instead).
 
-PyTorch: the explainer's CPU kernel ('onednn' or 'aten') must match what `torch.profiler` records.
+PyTorch: the explainer's kernel must be what `lstmstudy.observe` sees in the profiler's record: one
+vocabulary, so the prediction and the observation compare as they are.
 """
 
 from __future__ import annotations
@@ -23,7 +24,6 @@ import torch
 from hypothesis import HealthCheck, event, given, settings
 from hypothesis import strategies as st
 from torch import nn
-from torch.profiler import ProfilerActivity, profile
 
 keras = pytest.importorskip("keras")
 if keras.backend.backend() != "tensorflow":  # pragma: no cover - the spy patches the TensorFlow backend
@@ -31,6 +31,7 @@ if keras.backend.backend() != "tensorflow":  # pragma: no cover - the spy patche
 import tensorflow as tf  # noqa: E402
 
 from lstmstudy.kernels.criteria import explain_cudnn  # noqa: E402
+from lstmstudy.observe import PREDICTED, observe  # noqa: E402
 
 TIMESTEPS = 3
 
@@ -206,6 +207,18 @@ def test_every_reason_is_listed_at_once():
     assert "'relu'; cuDNN only implements tanh" in str(explanation)
 
 
+def test_every_kernel_it_names_is_a_label_of_observes_vocabulary():
+    """The explainer predicts in `lstmstudy.observe`'s words, so a prediction compares with an observation."""
+    layers = [keras.layers.LSTM(2, **config) for config in ({}, {"activation": "relu"}, {"unroll": True})]
+    modules = [nn.LSTM(3, 4), nn.GRU(3, 4), nn.LSTM(3, 4, proj_size=2)]
+    named = {e.kernel for obj in (*layers, *modules) for device in ("cpu", "cuda")
+             for e in explain_cudnn(obj, device=device)}
+    with torch.backends.cudnn.flags(enabled=False):
+        named.add(explain_cudnn(nn.LSTM(3, 4), device="cuda")[0].kernel)
+    assert named <= set(PREDICTED)
+    assert named == {"cudnn", "framework-loop", "unrolled", "aten-loop", "onednn"}
+
+
 def test_masks_are_taken_from_the_model_as_keras_propagates_them():
     """With inputs, the mask each layer really receives (here from a Masking layer) is checked."""
     model = keras.Sequential([keras.Input((4, 2)), keras.layers.Masking(0.0),
@@ -236,10 +249,8 @@ def test_report_reads_well_and_tabulates():
 # --- PyTorch ----------------------------------------------------------------------------------------
 
 
-def profiled_cpu_kernel(lstm: nn.LSTM, x: torch.Tensor) -> str:
-    with profile(activities=[ProfilerActivity.CPU]) as prof:
-        lstm(x)
-    return "onednn" if any(e.name == "aten::mkldnn_rnn_layer" for e in prof.events()) else "aten"
+def observed_kernel(lstm: nn.LSTM, x: torch.Tensor) -> str:
+    return observe([lambda: lstm(x)], x.data.device if isinstance(x, nn.utils.rnn.PackedSequence) else x.device).kernel
 
 
 @pytest.mark.filterwarnings("ignore:TF32 acceleration on top of oneDNN")  # torch.backends.mkldnn.flags() says so
@@ -257,7 +268,7 @@ def test_torch_cpu_kernel_agrees_with_the_profiler(dtype, proj_size, onednn, gra
         x = nn.utils.rnn.pack_padded_sequence(x, lengths, batch_first=True)
     with torch.backends.mkldnn.flags(enabled=onednn), torch.set_grad_enabled(grad):
         explanation = explain_cudnn(lstm, inputs=x)[0]
-        observed = profiled_cpu_kernel(lstm, x)
+        observed = observed_kernel(lstm, x)
     assert explanation.kernel == observed, str(explanation)
     assert not explanation.fused_eligible and "no_gpu" in explanation.codes
 
@@ -268,9 +279,9 @@ def test_torch_explains_the_gpu_for_a_cpu_machine_too():
     assert explain_cudnn(nn.LSTM(3, 4).double(), device="cuda").fused_eligible
     with torch.backends.cudnn.flags(enabled=False):
         explanation = explain_cudnn(nn.LSTM(3, 4), device="cuda")[0]
-    assert explanation.codes == ("cudnn_disabled",) and explanation.kernel == "aten"
+    assert explanation.codes == ("cudnn_disabled",) and explanation.kernel == "aten-loop"
     gru = explain_cudnn(nn.GRU(3, 4))[0]
-    assert gru.kernel == "aten" and gru.notes[0].code == "onednn_mode"
+    assert gru.kernel == "aten-loop" and gru.notes[0].code == "onednn_mode"
 
 
 def test_nested_torch_modules_are_found_with_what_they_receive():
@@ -292,7 +303,4 @@ def test_rejects_what_it_cannot_explain():
 def test_torch_gpu_kernel_agrees_with_the_profiler():
     lstm = nn.LSTM(3, 4, batch_first=True).cuda()
     x = torch.randn(2, 5, 3, device="cuda")
-    with profile(activities=[ProfilerActivity.CPU]) as prof:
-        lstm(x)
-    observed = "cudnn" if any(e.name == "aten::_cudnn_rnn" for e in prof.events()) else "aten"
-    assert explain_cudnn(lstm, inputs=x)[0].kernel == observed
+    assert explain_cudnn(lstm, inputs=x)[0].kernel == observed_kernel(lstm, x)

@@ -31,6 +31,7 @@ from lstmstudy.kernels import (  # noqa: E402
     make_inputs,
 )
 from lstmstudy.kernels.criteria import explain_cudnn  # noqa: E402
+from lstmstudy.observe import keras_loop  # noqa: E402
 from lstmstudy.shapes import LSTMShape  # noqa: E402
 
 SINGLE = LSTMShape(batch=2, timesteps=5, features=3, hidden=4)
@@ -163,7 +164,7 @@ def test_explains_the_blog_posts_model():
     assert first.codes == ("activation", "no_gpu") and "LeakyReLU" in first.reasons[0].message
     assert second.codes == ("no_gpu",) and second.eligible_ignoring_device
     on_gpu = explain_cudnn(model, device="cuda")
-    assert [e.kernel for e in on_gpu] == ["generic", "cudnn"]
+    assert [e.kernel for e in on_gpu] == [keras_loop(keras_backend(), unroll=False), "cudnn"]
     relu = keras.Sequential([keras.Input((10, 3)), keras.layers.LSTM(64, activation="relu")])
     assert "activation is 'relu'; cuDNN only implements tanh" in explain_cudnn(relu)[0].reasons[0].message
 

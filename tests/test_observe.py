@@ -3,6 +3,7 @@ not run fused is an error row, never a ratio."""
 
 from __future__ import annotations
 
+import ast
 import dataclasses
 import json
 import warnings
@@ -14,12 +15,15 @@ import torch
 from torch.autograd import DeviceType
 from torch.profiler import ProfilerActivity
 
-from lstmstudy import contract, kernels, results, sweep
+from lstmstudy import check, contract, kernels, observe, results, sweep
 from lstmstudy.observe import (
+    MEANING,
     OBSERVED,
     PREDICTED,
     Observation,
-    predicted,
+    classify,
+    classify_graph,
+    keras_loop,
     time_inside,
     what_ran,
 )
@@ -50,13 +54,42 @@ def test_an_observation_outside_the_vocabulary_is_refused():
     assert Observation("cudnn", {"cuda_graph": True}).detail_text() == '{"cuda_graph":true}'
 
 
-@pytest.mark.parametrize(("explainer", "backend", "expected"), [
-    ("generic", "tensorflow", "framework-loop"), ("generic", "torch", "python-op-loop"),
-    ("aten", "torch", "aten-loop"), ("cudnn", "torch", "cudnn"), ("unrolled", "tensorflow", "unrolled"),
+@pytest.mark.parametrize(("backend", "unroll", "expected"), [
+    ("tensorflow", False, "framework-loop"), ("tensorflow", True, "unrolled"), ("jax", False, "framework-loop"),
+    ("torch", False, "python-op-loop"), ("torch", True, "python-op-loop"),
 ])
-def test_predictions_use_the_same_vocabulary(explainer, backend, expected):
-    assert predicted(explainer, backend) == expected in PREDICTED
+def test_a_keras_layers_own_loop_is_named_in_the_vocabulary(backend, unroll, expected):
+    assert keras_loop(backend, unroll) == expected in PREDICTED
     assert what_ran("", expected) == f"{expected} (predicted)" and what_ran("onednn", expected) == "onednn"
+
+
+@pytest.mark.parametrize(("ops", "expected"), [
+    ({"CudnnRNNV3", "While"}, "cudnn"), ({"CudnnRNNBackpropV3"}, "cudnn"),
+    ({"StatelessWhile", "MatMul"}, "framework-loop"), ({"While"}, "framework-loop"), ({"MatMul", "Tanh"}, "unrolled"),
+])
+def test_a_traced_graph_is_read_into_the_vocabulary(ops, expected):
+    assert classify_graph(ops) == expected in PREDICTED
+
+
+@pytest.mark.parametrize(("ops", "expected"), [
+    ({"aten::lstm"}, "aten-loop"), ({"aten::gru"}, "aten-loop"), ({"aten::rnn_tanh"}, "aten-loop"),
+    ({"aten::rnn_relu"}, "aten-loop"), ({"aten::lstm_cell"}, "python-op-loop"), ({"aten::gru_cell"}, "python-op-loop"),
+])
+def test_atens_own_loop_is_one_label_for_every_rnn_mode(ops, expected):
+    assert classify(ops) == expected
+
+
+def test_there_is_one_vocabulary_and_observe_owns_it():
+    """Every label has a reader's meaning, `check` holds the fused kernel to observe's `FUSED` (no copy of its
+    own), and the modules that name what ran keep none of the explainer's retired words."""
+    assert set(MEANING) == set(OBSERVED) | set(PREDICTED)
+    assert set(observe.FUSED.values()) | set(observe.GPU_FUSED) <= set(OBSERVED)
+    assert check.FUSED is observe.FUSED
+    retired = {"generic", "aten"}
+    for module in ("watch.py", "check.py", "kernels/criteria.py", "kernels/keras_kernels.py", "kernels/workloads.py"):
+        tree = ast.parse((ROOT / "lstmstudy" / module).read_text())
+        words = {node.value for node in ast.walk(tree) if isinstance(node, ast.Constant)}
+        assert not words & retired, f"{module} names what ran outside observe's vocabulary: {words & retired}"
 
 
 def test_a_fused_baseline_that_did_not_run_fused_is_an_error_row(results_root, monkeypatch):

@@ -82,7 +82,7 @@ def test_each_criterion_gets_one_warning_with_its_reason_and_fix(kind, case):
     assert found.layer == "rnn" and found.layer_type == kind and found.on_gpu
     assert code in [r.code for r in found.reasons]
     assert any(fix in line for line in found.fixes), found.fixes
-    assert found.ran_here == ("unrolled" if case == "unroll" else "generic")
+    assert found.ran_here == ("unrolled" if case == "unroll" else "framework-loop")
     assert f"{kind} layer 'rnn'" in str(found) and "on a GPU this layer would not use cuDNN" in str(found)
 
 
@@ -247,14 +247,14 @@ def test_torch_projections_on_the_cpu_are_reported_only_when_asked():
     module = Encoder(proj_size=2)
     assert fallbacks(lambda: module(torch.zeros(2, 3, 4)), module) == []
     found = only(fallbacks(lambda: module(torch.zeros(2, 3, 4)), module, report_missing_gpu=True))
-    assert found.kernel == "aten" and "onednn_proj_size" in [n.code for n in found.notes]
+    assert found.kernel == "aten-loop" and "onednn_proj_size" in [n.code for n in found.notes]
 
 
 def test_torch_gru_and_rnn_are_watched_with_their_type():
     gru, rnn = nn.GRU(4, 3), nn.RNN(4, 3)
     warned = fallbacks(lambda: (gru(torch.zeros(3, 2, 4)), rnn(torch.zeros(3, 2, 4))), gru, rnn,
                        report_missing_gpu=True)
-    assert [(w.finding.layer_type, w.finding.kernel) for w in warned] == [("GRU", "aten"), ("RNN", "aten")]
+    assert [(w.finding.layer_type, w.finding.kernel) for w in warned] == [("GRU", "aten-loop"), ("RNN", "aten-loop")]
     assert "forward" not in vars(gru) and "forward" not in vars(rnn)
 
 

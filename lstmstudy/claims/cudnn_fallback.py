@@ -16,14 +16,18 @@ from __future__ import annotations
 
 import json
 from collections.abc import Sequence
+from typing import TYPE_CHECKING
 
 import pandas as pd
 
-from lstmstudy import contract, kernels, sweep
+from lstmstudy import contract
 from lstmstudy.claims import Bands, Claim, Outcome, Verdict, timing_plan
 from lstmstudy.parameters import check_bool, check_choices, check_positive_ints
 from lstmstudy.shapes import LSTMShape
 from lstmstudy.stats import fixed_geomean_interval, geomean, geomean_interval, ratios
+
+if TYPE_CHECKING:  # measuring imports torch; the analysis below runs without it
+    from lstmstudy.sweep import SweepReport
 
 NAME = "cudnn_fallback"
 NUMBER = "01"
@@ -80,8 +84,10 @@ def grid(*, kind: str, quick: bool, batches: Sequence[int], hiddens: Sequence[in
 
 
 def measure(points: list[contract.Point], *, device: str, min_time: float, quick: bool = False,
-            **sweep_options) -> list[sweep.SweepReport]:
+            **sweep_options) -> list[SweepReport]:
     """Measure the points not yet stored for this hardware (the blog model's among them)."""
+    from lstmstudy import kernels, sweep
+
     return [sweep.run(NAME, points, kernels.prepare, timing_plan(min_time, quick), device=device, **sweep_options)]
 
 

@@ -30,20 +30,21 @@ import json
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from functools import partial
+from typing import TYPE_CHECKING
 
 import numpy as np
 import pandas as pd
-import torch
 
-from lstmstudy import contract, kernels, published, sweep
+from lstmstudy import contract, published
 from lstmstudy.claims import (PART_WORDS, Bands, Claim, Outcome, Verdict, combine, crossover_possible, holds_from,
                               settle, timing_plan)
-from lstmstudy.errors import Skip
-from lstmstudy.observe import time_inside, what_ran
+from lstmstudy.observe import what_ran
 from lstmstudy.parameters import check_bool, check_choices, check_positive_ints
 from lstmstudy.shapes import LSTMShape
 from lstmstudy.stats import fixed_geomean_interval, geomean, geomean_interval, row_replicates
-from lstmstudy.timing import Measurement
+
+if TYPE_CHECKING:  # measuring imports torch; the analysis below runs without it
+    from lstmstudy.sweep import SweepReport
 
 NAME = "frameworks_vs_baseline"
 NUMBER = "04"
@@ -195,11 +196,15 @@ def profile_points(shapes: Sequence[LSTMShape], *, quick: bool) -> list[contract
 
 
 def measure(points: list[contract.Point], *, device: str, min_time: float, quick: bool = False,
-            **sweep_options) -> list[sweep.SweepReport]:
-    """Measure the points not yet stored for this hardware."""
+            **sweep_options) -> list[SweepReport]:
+    """Measure the points not yet stored for this hardware: the grid's rows timed in rounds, the profiler rows
+    (`IN_KERNEL`) by the in-kernel protocol (`protocols.in_kernel`)."""
+    from lstmstudy import sweep
+    from lstmstudy.protocols import in_kernel
+
     plan = timing_plan(min_time, quick, **({} if quick else dict(warmup=2)))
-    return [sweep.run(NAME, points, partial(prepare, sessions=2 if quick else 5), plan, device=device,
-                      **sweep_options)]
+    prepare = partial(in_kernel.prepare, profiled=IN_KERNEL, sessions=2 if quick else 5)
+    return [sweep.run(NAME, points, prepare, plan, device=device, **sweep_options)]
 
 
 def check_parameters(parameters: dict) -> None:
@@ -208,35 +213,6 @@ def check_parameters(parameters: dict) -> None:
     check_choices("kernel_names", parameters["kernel_names"], KERNELS)
     check_choices("amp_kernels", parameters["amp_kernels"], KERNELS)
     check_bool(deepbench_shapes=parameters["deepbench_shapes"])
-
-
-def prepare(point: contract.Point, device, sessions: int = 5) -> contract.Prepared | contract.PointResult:
-    """A grid row: the registry's, timed in its group's rounds; a profiler row: `_measure_in_kernel` over
-    `sessions` profiled sessions, on its own."""
-    if dict(point.config) == IN_KERNEL:
-        return _measure_in_kernel(point, device, sessions=sessions)
-    return kernels.prepare(point, device)
-
-
-class ImpossibleShare(RuntimeError):
-    """The profiler put more time inside the kernel than the session's wall time: the row is an error."""
-
-
-def _measure_in_kernel(point: contract.Point, device, *, sessions: int = 5) -> contract.PointResult:
-    """Time spent inside the LSTM kernel per call, one sample per profiled session (`observe.time_inside`),
-    each session's wall time beside it; a session whose in-kernel time exceeds its wall time is an error."""
-    k = kernels.check_fused(kernels.build(point.kernel, point.shape, device, point.precision, point.phase))
-    try:
-        samples, seen = time_inside(k.step, k.sync, device, sessions=sessions)
-    except LookupError as exc:
-        raise Skip(f"{point.kernel}: {exc}") from None
-    shares = [inside / wall for inside, wall in zip(samples, seen.detail["profiled_wall_s"])]
-    if max(shares) > 1:
-        raise ImpossibleShare(f"{point.kernel}: the profiler saw {max(shares):.0%} of a session's wall time inside "
-                              f"the kernel; a share above 100% is a measuring error, not a result")
-    measurement = Measurement(samples=tuple(samples), warmup=3, threads=torch.get_num_threads(), sync="profiler")
-    return contract.PointResult(measurement=measurement, flops=point.shape.flops(point.phase), observed=seen,
-                                compute_dtype=k.compute_dtype)
 
 
 # --- analysis -------------------------------------------------------------------------------------

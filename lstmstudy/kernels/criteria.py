@@ -37,6 +37,8 @@ import numpy as np
 import torch
 from torch import nn
 
+from lstmstudy.observe import keras_loop
+
 DEVICES = ("auto", "cpu", "cuda")
 
 
@@ -57,9 +59,11 @@ class Reason:
 class Explanation:
     """The kernel one recurrent layer gets here and every reason it is not the fused cuDNN kernel.
 
-    `kernel` is 'cudnn', 'miopen', 'generic' (Keras's loop over timesteps), 'unrolled' (Keras with
-    unroll=True), 'onednn' (PyTorch's fused CPU LSTM) or 'aten' (PyTorch's own loop). `notes` add
-    context that does not block cuDNN, such as why the CPU does or does not get oneDNN.
+    `kernel` is a prediction in `lstmstudy.observe`'s vocabulary, so that it compares with what is
+    observed: 'cudnn', 'miopen', 'onednn' (PyTorch's fused CPU LSTM), 'aten-loop' (PyTorch's own loop), or
+    Keras's own loop over timesteps as `observe.keras_loop` names it ('framework-loop', 'unrolled' with
+    unroll=True, 'python-op-loop' on the torch backend). `notes` add context that does not block cuDNN, such
+    as why the CPU does or does not get oneDNN.
     """
 
     layer: str
@@ -240,14 +244,15 @@ def _explain_keras_layer(keras, backend: str, path: str, layer, mask: np.ndarray
     notes = _keras_bug_notes(layer)
     if backend == "tensorflow":
         reasons = blocked + machine
-        kernel = "cudnn" if not reasons else ("unrolled" if layer.unroll else "generic")
+        kernel = "cudnn" if not reasons else keras_loop(backend, layer.unroll)
         raises = bool(reasons)  # the backend's NotImplementedError becomes a ValueError under use_cudnn=True
     else:
         # Keras hands eligible CUDA work to torch._VF.lstm, where PyTorch's own cuDNN rules decide.
         torch_rules = [] if blocked or machine else _torch_cudnn_reasons(_torch_dtype(layer.compute_dtype), device)
         reasons = blocked + machine + torch_rules
-        kernel = "cudnn" if not reasons else ("aten" if not blocked and not machine else "generic")
-        if kernel == "generic":
+        kernel = "cudnn" if not reasons else ("aten-loop" if not blocked and not machine
+                                              else keras_loop(backend, layer.unroll))
+        if kernel == "python-op-loop":
             notes.append(Reason("torch_backend_loop", "Keras's torch backend runs a Python loop over timesteps "
                                                       "here, never torch's fused CPU kernel (oneDNN)"))
         # only these make the torch backend refuse (NotImplementedError); anything else falls back silently
@@ -438,11 +443,11 @@ def _explain_torch_rnn(path: str, rnn: nn.RNNBase, seen, device: str) -> Explana
     if not reasons:
         return Explanation(path, "torch", "cudnn", True)
     if where == "cuda":
-        kernel = "miopen" if _miopen_runs(rnn, dtype) else "aten"
+        kernel = "miopen" if _miopen_runs(rnn, dtype) else "aten-loop"
         return Explanation(path, "torch", kernel, False, tuple(reasons))
     cpu_reasons = _onednn_reasons(rnn, dtype, numel, seen.batch_sizes if packed else None)
     if cpu_reasons:
-        return Explanation(path, "torch", "aten", False, tuple(reasons), tuple(cpu_reasons))
+        return Explanation(path, "torch", "aten-loop", False, tuple(reasons), tuple(cpu_reasons))
     note = Reason("onednn", "on the CPU PyTorch runs oneDNN's fused LSTM (aten::mkldnn_rnn_layer)", device=True)
     return Explanation(path, "torch", "onednn", False, tuple(reasons), (note,))
 

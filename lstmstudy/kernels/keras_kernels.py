@@ -39,7 +39,7 @@ from lstmstudy.kernels import (
     make_inputs,
     register,
 )
-from lstmstudy.observe import NOTHING, Observation, observe
+from lstmstudy.observe import NOTHING, Observation, classify_graph, observe
 from lstmstudy.shapes import LSTMShape
 from lstmstudy.timing import Sync, sync_for, tf_sync
 
@@ -48,10 +48,6 @@ if importlib.util.find_spec("keras") is None:  # `kernels._load_all` then regist
 
 #: Keras dtype policy per precision: mixed policies keep float32 weights and compute in 16 bits.
 POLICIES = {"fp32": "float32", "fp16": "mixed_float16", "bf16": "mixed_bfloat16"}
-
-#: Op types that mark a kernel in a traced TensorFlow graph.
-_CUDNN_OP_PREFIX = "CudnnRNN"  # CudnnRNNV3 forward, CudnnRNNBackpropV3 backward
-_WHILE_OPS = {"While", "StatelessWhile"}
 
 
 def unavailable(device: torch.device, precision: str) -> str | None:
@@ -219,17 +215,14 @@ def _tensorflow_runner(model, variables: list[object], x: np.ndarray, target: np
 
 
 def graph_kernel(graph) -> str:
-    """Which LSTM kernel a traced TensorFlow graph will run: 'cudnn', 'framework-loop' (a while loop) or
-    'unrolled' (`lstmstudy.observe`'s prediction labels).
+    """Which LSTM kernel a traced TensorFlow graph will run, as `lstmstudy.observe.classify_graph` reads its ops.
 
     Looks at every op, including those inside function bodies (while-loop bodies, gradients).
     """
     graph_def = graph.as_graph_def()
     ops = {node.op for node in graph_def.node}
     ops.update(node.op for function in graph_def.library.function for node in function.node_def)
-    if any(op.startswith(_CUDNN_OP_PREFIX) for op in ops):
-        return "cudnn"
-    return "framework-loop" if ops & _WHILE_OPS else "unrolled"
+    return classify_graph(ops)
 
 
 def _torch_runner(keras, model, variables: list[object], x: np.ndarray, target: np.ndarray,

@@ -35,7 +35,6 @@ from lstmstudy.observe import (
     Observation,
     observe,
     observe_batches,
-    predicted,
 )
 from lstmstudy.shapes import LSTMShape
 from lstmstudy.timing import Sync, sync_for, tf_sync
@@ -63,8 +62,7 @@ def _fp32_only(name: str, precision: str) -> None:
 
 def _keras_predictions(model) -> str:
     """The explainer's answer for every recurrent layer of `model`, in `lstmstudy.observe`'s vocabulary."""
-    backend = keras_backend()
-    return ",".join(predicted(e.kernel, backend) for e in explain_cudnn(model, device="auto"))
+    return ",".join(e.kernel for e in explain_cudnn(model, device="auto"))
 
 
 def _keras_model_row(name: str, shape: LSTMShape, device: torch.device, precision: str, phase: str,
