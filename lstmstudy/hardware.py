@@ -2,6 +2,9 @@
 
 A result set is only comparable with another when we know what produced it, so every stored row
 carries a short `hardware_id` and the full fingerprint is stored once beside the rows.
+
+torch is imported inside the functions that ask it about the device: the rendering house (claims, notebooks,
+the ledger) imports this module without the measuring stack, and only measuring resolves a device.
 """
 
 from __future__ import annotations
@@ -16,12 +19,14 @@ from dataclasses import asdict, dataclass, field
 from functools import lru_cache
 from importlib import metadata
 from pathlib import Path
-
-import torch
+from typing import TYPE_CHECKING
 
 from lstmstudy.backends import keras_backend
 from lstmstudy.errors import DeviceUnavailable
 from lstmstudy.results import fingerprint_id
+
+if TYPE_CHECKING:
+    import torch
 
 DEVICE_REQUESTS = "'auto', 'cpu', 'cuda' or 'cuda:N'"
 
@@ -32,6 +37,8 @@ def resolve_device(request: str = "auto") -> torch.device:
     `auto` picks the first GPU when there is one, else the CPU. `cuda` on a machine without a
     usable GPU raises `DeviceUnavailable` instead of silently measuring the CPU.
     """
+    import torch
+
     if not isinstance(request, str):
         raise DeviceUnavailable(f"device must be a string ({DEVICE_REQUESTS}), got {request!r}")
     text = request.strip().lower()
@@ -134,6 +141,8 @@ def host_tag() -> str:
 
 def _gpu_facts(device: torch.device) -> dict:
     """NVML's view of the GPU (driver, clocks, power limit, persistence); empty where NVML is missing."""
+    import torch
+
     try:
         from lstmstudy import nvml
     except ImportError:  # nvidia-ml-py not installed
@@ -203,6 +212,8 @@ def conditions() -> dict[str, object]:
     The 1-minute load average (a neighbour's load on a shared machine), the current CPU clock where the
     kernel exposes it, and the thread settings of torch and (when it is loaded) TensorFlow.
     """
+    import torch
+
     threads = {"torch_intra": torch.get_num_threads(), "torch_interop": torch.get_num_interop_threads()}
     if tf := sys.modules.get("tensorflow"):  # None where an import of it failed
         threads.update(tf_intra=tf.config.threading.get_intra_op_parallelism_threads(),  # 0: TF's default
@@ -230,6 +241,8 @@ LIBRARIES = ("torch", "tensorflow", "keras", "numpy", "nvidia-ml-py")
 
 def fingerprint(device: torch.device | str = "cpu") -> Fingerprint:
     """Collect the fingerprint of this machine as used for `device` (`auto`/`cpu`/`cuda[:N]`)."""
+    import torch
+
     dev = device if isinstance(device, torch.device) else resolve_device(device)
     cpu = _cpu_info()
     flags = sorted(set(cpu.get("flags", "").split()) & set(INTERESTING_FLAGS))

@@ -1,4 +1,5 @@
-"""The shape of one LSTM workload and the arithmetic it implies."""
+"""The shape of one LSTM workload and the arithmetic it implies, and the sizes of the whole models timed
+(a claim's grid reads them where torch is not installed; `kernels.workloads` builds the models)."""
 
 from __future__ import annotations
 
@@ -61,3 +62,10 @@ class LSTMShape:
 
     def as_dict(self) -> dict[str, int | bool]:
         return asdict(self)
+
+
+#: The blog post's autoencoder: LSTM(hidden, ReLU(negative_slope=0.05)) -> Dropout -> LSTM(hidden2) ->
+#: Dropout -> Dense(features), MSE, Adam(1e-3); and Keras's `imdb_bidirectional_lstm.py`: Embedding(vocab,
+#: embed) -> Bidirectional(LSTM(hidden)) -> Dropout -> Dense(1, sigmoid), binary cross-entropy, Adam.
+AUTOENCODER = {"hidden": 64, "hidden2": 32, "dropout": 0.2}
+BILSTM = {"vocab": 20000, "embed": 128, "hidden": 64, "dropout": 0.5}

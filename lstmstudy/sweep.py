@@ -11,6 +11,10 @@ deadline, a group still running when it passes is interrupted (`Deadline.guard`)
 longer than planned cannot hold a command past its limit, nor every later command after it. A group that
 cannot be interrupted (a hang in native code: NCCL, a CUPTI flush, cuDNN) ends only when its process is
 killed; its rows then say so (`results.running`), and the next call stores them as errors and goes on.
+
+A protocol that measures a whole group at once (claim 7's torchrun launch: N processes started once for
+every point) is passed in place of a `Prepare` as a `GroupProtocol`: it chooses the groups and measures
+each, and the sweep still does everything else.
 """
 
 from __future__ import annotations
@@ -22,6 +26,7 @@ import signal
 import sys
 import threading
 import time
+from abc import ABC, abstractmethod
 from collections.abc import Callable, Iterable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
@@ -40,6 +45,30 @@ from lstmstudy.timing import Rounds, interleave
 #: prepare(point, device): a `Prepared` point to time in the group's rounds, or, for a point measured its
 #: own way (an energy window, profiled sessions), its finished `PointResult`
 Prepare = Callable[[Point, torch.device], "Prepared | PointResult"]
+
+
+class GroupProtocol(ABC):
+    """A protocol that measures a whole group in one go, in place of preparing each point here and timing the
+    group's rounds (`measure_group`): one launch of several processes, say, that a point alone cannot make.
+    The sweep still resumes, fingerprints, stores every row and keeps the deadline, planning each group as a
+    slow one; a protocol that stops a group for the deadline raises `DeadlineReached`, as the sweep's own
+    alarm does, so that a later group of a call is left for the next call rather than stored as an error."""
+
+    def unavailable(self, point: Point, device: torch.device) -> str | None:
+        """Why `point` cannot run on this machine at all (it is stored `skipped` with this reason before the
+        first group starts, so that a group which hangs until the command is killed cannot lose it), or None."""
+        return None
+
+    @abstractmethod
+    def groups(self, points: list[Point]) -> list[list[Point]]:
+        """The points measured together, in order (in place of `groups`)."""
+
+    @abstractmethod
+    def measure(self, group: list[Point], device: torch.device,
+                ends: float | None) -> list[PointResult | Exception]:
+        """One result (or the exception that ended it, a `Skip` among them) per point of `group`, in order;
+        `ends` is when the group must end (a time.monotonic() value; None without a deadline)."""
+
 
 #: CUDA errors after which the process's CUDA context is unusable: every later point would fail too.
 #: An out-of-memory error is not one of them (it is one error row and the sweep goes on).
@@ -279,11 +308,27 @@ def _rows(claim: str, group: list[Point], outcomes: list[PointResult | Exception
     return rows, unusable
 
 
-def run(claim: str, points: Iterable[Point], prepare: Prepare, plan: Rounds = Rounds(), *, device: str = "auto",
-        root: Path | None = None, rerun: bool = False, retry_errors: bool = False,
+def _store_unavailable(claim: str, todo: list[Point], protocol: GroupProtocol, dev: torch.device,
+                       fp: hardware.Fingerprint, report: SweepReport, root: Path | None) -> list[Point]:
+    """Store a `skipped` row for each point `protocol` cannot run here, at once, and return the others."""
+    conditions, rows, rest = hardware.conditions(), [], []
+    for point in todo:
+        reason = protocol.unavailable(point, dev)
+        if reason is None:
+            rest.append(point)
+        else:
+            rows.append(make_row(claim, point, dev, fp, status="skipped", error=reason, conditions=conditions))
+    if rows:
+        results.append(claim, fp.hardware_id, rows, root)
+        report.skipped += len(rows)
+    return rest
+
+
+def run(claim: str, points: Iterable[Point], prepare: Prepare | GroupProtocol, plan: Rounds = Rounds(), *,
+        device: str = "auto", root: Path | None = None, rerun: bool = False, retry_errors: bool = False,
         deadline: Deadline | None = None, slow: frozenset[str] = frozenset(), progress: bool = True) -> SweepReport:
     """Measure every point not yet stored for this hardware, group by group (`groups`, `measure_group`),
-    appending each group's rows at once.
+    appending each group's rows at once; or, with a `GroupProtocol`, its groups, each measured whole.
 
     Stored `ok` and `skipped` rows are done; a stored `error` is measured again only with
     `retry_errors` (the file keeps both rows, `results.load` shows the newer). fp32 means IEEE fp32
@@ -307,11 +352,14 @@ def run(claim: str, points: Iterable[Point], prepare: Prepare, plan: Rounds = Ro
             report.errors_not_retried += 1
         else:
             todo.append(point)
+    whole = prepare if isinstance(prepare, GroupProtocol) else None
+    if whole is not None:
+        todo = _store_unavailable(claim, todo, whole, dev, fp, report, root)
     bar = terminal.progress(total=len(todo), desc=f"{claim} on {fp.hardware_id}", unit="config", disable=not progress)
     left = len(todo)
     with ieee_fp32(dev):
-        for group in groups(todo, slow):
-            if not deadline.allows_another(slow=group[0].kernel in slow):
+        for group in whole.groups(todo) if whole is not None else groups(todo, slow):
+            if not deadline.allows_another(slow=whole is not None or group[0].kernel in slow):
                 report.left = left
                 break
             bar.set_postfix_str(label(group[0]) + (f" and {len(group) - 1} more" if len(group) > 1 else ""))
@@ -325,7 +373,8 @@ def run(claim: str, points: Iterable[Point], prepare: Prepare, plan: Rounds = Ro
                 first, outcomes = deadline.started == 0, None
                 try:
                     with deadline.guard():
-                        outcomes = measure_group(group, prepare, dev, plan)
+                        outcomes = (whole.measure(group, dev, deadline.ends_next_group()) if whole is not None
+                                    else measure_group(group, prepare, dev, plan))
                 except DeadlineReached as reached:
                     if outcomes is None:  # else the alarm came after the group finished: its rows stand
                         if not first:  # a fresh call, where it comes first, may finish it

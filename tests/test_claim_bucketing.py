@@ -304,7 +304,7 @@ def test_on_a_gpu_each_kernel_is_a_group_of_every_plan(tmp_path, monkeypatch):
         swept.extend(sweep.groups(mine, slow))
         return sweep.SweepReport(claim=name, path=tmp_path / "set.csv", measured=len(mine), already_stored=1)
 
-    monkeypatch.setattr(claim.sweep, "run", run)
+    monkeypatch.setattr(sweep, "run", run)
     (report,) = claim.measure(points, device="cuda", min_time=0.1, slow=claim.CLAIM.slow)
     assert [{p.kernel for p in group} for group in swept] == [{kernel} for kernel in claim.TORCH_KERNELS]
     assert all(sorted(p.config["plan"] for p in group) == sorted(data.PLANS) for group in swept)

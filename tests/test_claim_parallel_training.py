@@ -3,10 +3,12 @@ a multi-GPU set is decided on the pipeline's tokens/s over DDP's (and over one G
 
 from __future__ import annotations
 
+import json
+
 import pytest
 import torch
 
-from lstmstudy import contract, results, sweep
+from lstmstudy import contract, hardware, results, sweep
 from lstmstudy.claims import Outcome
 from lstmstudy.claims import parallel_training as claim
 from lstmstudy.errors import ParameterError
@@ -112,8 +114,8 @@ def test_a_one_gpu_nodes_skipped_rows_are_stored_before_its_run_starts(tmp_path,
     """A run that hangs until the command is killed must not take the 'needs >= 2 GPUs' rows with it."""
     from lstmstudy.parallel import launch
 
-    monkeypatch.setattr(claim.hardware, "resolve_device", lambda device: torch.device("cuda"))
-    monkeypatch.setattr(claim.hardware, "fingerprint", lambda device: GPU)
+    monkeypatch.setattr(hardware, "resolve_device", lambda device: torch.device("cuda"))
+    monkeypatch.setattr(hardware, "fingerprint", lambda device: GPU)
     monkeypatch.setattr(claim, "visible_devices", lambda kind: 1)
     timeouts = []
 
@@ -136,8 +138,8 @@ def test_a_run_the_deadline_cut_short_is_left_for_the_next_call(tmp_path, monkey
     from lstmstudy.parallel import launch
 
     monkeypatch.setattr(claim, "visible_devices", lambda kind: 1)
-    monkeypatch.setattr(claim.hardware, "resolve_device", lambda device: torch.device("cuda"))
-    monkeypatch.setattr(claim.hardware, "fingerprint", lambda device: GPU)
+    monkeypatch.setattr(hardware, "resolve_device", lambda device: torch.device("cuda"))
+    monkeypatch.setattr(hardware, "fingerprint", lambda device: GPU)
 
     def timed_out(spec, processes, *, timeout_s, **options):
         raise launch.TimedOut(f"the run passed its time limit of {timeout_s:.0f} s and was stopped")
@@ -151,3 +153,37 @@ def test_a_run_the_deadline_cut_short_is_left_for_the_next_call(tmp_path, monkey
     [report] = claim.measure(points, device="cuda", min_time=0.1, root=tmp_path, deadline=sweep.Deadline.after(200),
                              progress=False)  # a fresh call: its whole deadline was not enough, an error each
     assert report.errors == sum(p.config["devices"] == 1 for p in points) and report.left == 0
+
+
+def test_measure_goes_through_the_sweep(tmp_path, monkeypatch):
+    """The sweep resumes and keeps the deadline for claim 7 too: a call with no time left starts no run, the next
+    stores one run's rows, and a rerun launches nothing and stores nothing twice."""
+    from lstmstudy.parallel import launch
+
+    monkeypatch.setattr(hardware, "resolve_device", lambda device: torch.device("cuda"))
+    monkeypatch.setattr(hardware, "fingerprint", lambda device: GPU)
+    monkeypatch.setattr(claim, "visible_devices", lambda kind: 2)
+    runs = []
+
+    def ran(spec, processes, *, timeout_s, **options):
+        runs.append((len(spec["points"]), processes))
+        check = {"parameters": 4, "expected_parameters": 4, "loss_rel_diff": 0.0, "grad_rel_diff": 0.0}
+        return {"check": {"ddp": check, "pipeline": check}, "world_size": processes, "threads": 1,
+                "samples": {p["id"]: [0.1, 0.1] for p in spec["points"]}}
+
+    monkeypatch.setattr(launch, "run", ran)
+    points = claim.CLAIM.points("cuda", quick=True)
+    spent = sweep.Deadline.after(200)
+    spent.record(300.0)  # an earlier group of this call took longer than what is left
+    [report] = claim.measure(points, device="cuda", min_time=0.1, quick=True, root=tmp_path, deadline=spent,
+                             progress=False)
+    assert report.left == len(points) and not runs and not results.set_path(claim.NAME, GPU.hardware_id,
+                                                                            tmp_path).exists()
+    [report] = claim.measure(points, device="cuda", min_time=0.1, quick=True, root=tmp_path, progress=False)
+    assert report.measured == len(points) == 6 and runs == [(6, 2)]
+    [report] = claim.measure(points, device="cuda", min_time=0.1, quick=True, root=tmp_path, progress=False)
+    assert report.already_stored == len(points) and runs == [(6, 2)]
+    stored = results.load(claim.NAME, tmp_path)
+    assert len(stored) == len(points) and set(stored.status) == {"ok"}
+    detail = json.loads(stored.observed_detail.iloc[0])
+    assert detail["processes"] == 2 and "losses and gradients over two SGD steps match" in detail["check"]

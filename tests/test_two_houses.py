@@ -1,9 +1,11 @@
-"""The rendering house without the measuring one: claims whose measuring moved to `lstmstudy.protocols` import,
-and judge the committed results, with torch, TensorFlow, Keras and pynvml blocked, and judge them as they do with
-the measuring stack there (issue 26)."""
+"""The rendering house without the measuring one: the claims and what the pages share import, and judge the
+committed results and build the ledger, with torch, TensorFlow, Keras and pynvml blocked, as they do with the
+measuring stack there (issue 26). One subprocess imports them all, blocked, and prints what it judged and the
+ledger; the tests compare those with the same computed here."""
 
 from __future__ import annotations
 
+import importlib
 import json
 import subprocess
 import sys
@@ -11,12 +13,16 @@ from pathlib import Path
 
 import pytest
 
-from lstmstudy import results
-from lstmstudy.claims import energy, frameworks_vs_baseline
+from lstmstudy import ledger, results
 
 ROOT = Path(__file__).resolve().parent.parent
 MEASURING = ("torch", "tensorflow", "keras", "pynvml")
-CLAIMS = {"energy": energy, "frameworks_vs_baseline": frameworks_vs_baseline}
+#: the claim modules judged here (claim 7's, `parallel_training`, has its own tests; the ledger judges it)
+CLAIMS = ("cudnn_fallback", "cpu_vs_gpu_batch", "mixed_precision", "frameworks_vs_baseline", "bucketing", "energy",
+          "kernel_benchmark")
+#: what the pages share besides the claims
+SHARED = ("lstmstudy.hardware", "lstmstudy.published", "lstmstudy.published_rules", "lstmstudy.notebook",
+          "lstmstudy.ledger")
 
 BLOCKED_RUN = f"""
 import importlib, importlib.abc, json, sys
@@ -29,20 +35,40 @@ class Blocked(importlib.abc.MetaPathFinder):
 
 sys.meta_path.insert(0, Blocked())
 from lstmstudy import results
-
-claim = importlib.import_module("lstmstudy.claims." + sys.argv[1])
-frame = results.load(claim.NAME)
-assert claim.verdicts(frame.iloc[0:0]) == []
-print(json.dumps([[v.hardware_id, v.outcome.value, v.ours_text] for v in claim.verdicts(frame)]))
+for name in {SHARED!r}:
+    importlib.import_module(name)
+judged = {{}}
+for name in {CLAIMS!r}:
+    claim = importlib.import_module("lstmstudy.claims." + name)
+    frame = results.load(claim.NAME)
+    assert claim.CLAIM.judge(frame.iloc[0:0]) == []
+    judged[name] = [[v.hardware_id, v.outcome.value, v.ours_text] for v in claim.CLAIM.judge(frame)]
+ledger = sys.modules["lstmstudy.ledger"].table().to_json(orient="records")
+print(json.dumps({{"judged": judged, "ledger": ledger}}))
 assert not [name for name in sys.modules if name.split(".")[0] in {MEASURING!r}]
 """
 
 
-@pytest.mark.parametrize("module", sorted(CLAIMS))
-def test_a_claim_judges_its_stored_results_without_the_measuring_stack(module):
-    done = subprocess.run([sys.executable, "-c", BLOCKED_RUN, module], cwd=ROOT, capture_output=True, text=True,
-                          timeout=120)
+def judged_here(name: str) -> list[list[str]]:
+    claim = importlib.import_module(f"lstmstudy.claims.{name}")
+    return [[v.hardware_id, v.outcome.value, v.ours_text] for v in claim.CLAIM.judge(results.load(claim.NAME))]
+
+
+@pytest.fixture(scope="module")
+def blocked() -> dict:
+    done = subprocess.run([sys.executable, "-c", BLOCKED_RUN], cwd=ROOT, capture_output=True, text=True, timeout=300)
     assert done.returncode == 0, done.stderr
-    claim = CLAIMS[module]
-    expected = [[v.hardware_id, v.outcome.value, v.ours_text] for v in claim.verdicts(results.load(claim.NAME))]
-    assert json.loads(done.stdout) == expected and expected
+    return json.loads(done.stdout)
+
+
+@pytest.mark.parametrize("name", CLAIMS)
+def test_a_claim_judges_its_stored_results_without_the_measuring_stack(blocked, name):
+    assert blocked["judged"][name] == judged_here(name)
+
+
+def test_the_claims_that_judge_have_stored_results_to_judge(blocked):
+    assert all(blocked["judged"][name] for name in CLAIMS if name != "kernel_benchmark")
+
+
+def test_the_ledger_renders_without_the_measuring_stack(blocked):
+    assert json.loads(blocked["ledger"]) == json.loads(ledger.table().to_json(orient="records"))

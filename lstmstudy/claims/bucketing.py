@@ -55,16 +55,20 @@ from __future__ import annotations
 import json
 from collections.abc import Sequence
 from dataclasses import fields, replace
+from typing import TYPE_CHECKING
 
 import pandas as pd
 
-from lstmstudy import contract, data, kernels, sweep
+from lstmstudy import contract, data
 from lstmstudy.claims import Bands, Claim, Outcome, Verdict, timing_plan
 from lstmstudy.errors import ParameterError
 from lstmstudy.observe import what_ran
 from lstmstudy.parameters import check_choices, check_positive_ints
 from lstmstudy.shapes import LSTMShape
 from lstmstudy.stats import interleaved, row_ratio
+
+if TYPE_CHECKING:  # measuring imports torch; the analysis below runs without it
+    from lstmstudy.sweep import SweepReport
 
 NAME = "bucketing"
 NUMBER = "05"
@@ -226,7 +230,7 @@ def grid(*, kind: str, quick: bool, kernels: Sequence[str], batch_size: int, cor
 
 
 def measure(points: list[contract.Point], *, device: str, min_time: float, quick: bool = False,
-            **sweep_options) -> list[sweep.SweepReport]:
+            **sweep_options) -> list[SweepReport]:
     """Measure the points not yet stored for this hardware, one sweep per kernel, reported as one.
 
     One timed call trains on every timed batch once (a whole epoch by default), so it is already many
@@ -239,6 +243,8 @@ def measure(points: list[contract.Point], *, device: str, min_time: float, quick
     a GPU). A group per point (`Claim.slow`) would time the baseline and auto buckets in different rounds: the
     verdict's ratio unpaired, the drift between rounds in its interval instead of cancelled.
     """
+    from lstmstudy import kernels, sweep
+
     plan = timing_plan(min_time, quick, warmup=1)
     by_kernel: dict[str, list[contract.Point]] = {}
     for point in points:
@@ -248,9 +254,9 @@ def measure(points: list[contract.Point], *, device: str, min_time: float, quick
     return [_one_report(reports)]
 
 
-def _one_report(reports: list[sweep.SweepReport]) -> sweep.SweepReport:
+def _one_report(reports: list[SweepReport]) -> SweepReport:
     """The kernels' sweeps as the claim's one report (its counts summed), as a single sweep would give it."""
-    counts = {f.name: sum(getattr(r, f.name) for r in reports) for f in fields(sweep.SweepReport)
+    counts = {f.name: sum(getattr(r, f.name) for r in reports) for f in fields(reports[0])
               if isinstance(getattr(reports[0], f.name), int)}
     return replace(reports[0], **counts)
 

@@ -34,15 +34,18 @@ from __future__ import annotations
 import itertools
 import json
 from collections.abc import Sequence
+from typing import TYPE_CHECKING
 
 import pandas as pd
 
-from lstmstudy import contract, hardware, kernels, sweep
+from lstmstudy import contract, hardware
 from lstmstudy.claims import Claim, Outcome, Possible, Verdict, combine, crossover, settle, timing_plan
-from lstmstudy.kernels.workloads import AUTOENCODER, BILSTM
 from lstmstudy.parameters import check_bool, check_choices, check_positive_ints
-from lstmstudy.shapes import LSTMShape
+from lstmstudy.shapes import AUTOENCODER, BILSTM, LSTMShape
 from lstmstudy.stats import bootstrap_median, row_ratio, row_rounds
+
+if TYPE_CHECKING:  # measuring imports torch; the analysis below runs without it
+    from lstmstudy.sweep import SweepReport
 
 NAME = "cpu_vs_gpu_batch"
 NUMBER = "02"
@@ -113,9 +116,11 @@ def grid(*, kind: str, quick: bool, batches: Sequence[int], workloads: Sequence[
 
 
 def measure(points: list[contract.Point], *, device: str, min_time: float, quick: bool = False, also_cpu: bool = True,
-            **sweep_options) -> list[sweep.SweepReport]:
+            **sweep_options) -> list[SweepReport]:
     """Time the training step of every point not yet stored for this hardware; with `also_cpu`, a GPU run
     measures this machine's CPU too, so that one run stores a CPU-GPU pair from one host."""
+    from lstmstudy import kernels, sweep
+
     plan = timing_plan(min_time, quick, **({} if quick else dict(warmup=2)))
     devices = [device]
     if also_cpu and hardware.resolve_device(device).type == "cuda":

@@ -22,15 +22,19 @@ flags).
 from __future__ import annotations
 
 from collections.abc import Sequence
+from typing import TYPE_CHECKING
 
 import pandas as pd
 
-from lstmstudy import contract, kernels, published, sweep
+from lstmstudy import contract, published
 from lstmstudy.claims import PART_WORDS, Claim, Outcome, Verdict, combine, holds_below, holds_from, settle, timing_plan
 from lstmstudy.observe import what_ran
 from lstmstudy.parameters import check_bool, check_choices, check_positive_ints
 from lstmstudy.shapes import LSTMShape
 from lstmstudy.stats import percentile_interval, row_replicates
+
+if TYPE_CHECKING:  # measuring imports torch; the analysis below runs without it
+    from lstmstudy.sweep import SweepReport
 
 NAME = "mixed_precision"
 NUMBER = "03"
@@ -117,12 +121,14 @@ def grid(*, kind: str, quick: bool, hiddens: Sequence[int], timesteps: Sequence[
 
 
 def measure(points: list[contract.Point], *, device: str, min_time: float, quick: bool = False,
-            **sweep_options) -> list[sweep.SweepReport]:
+            **sweep_options) -> list[SweepReport]:
     """Measure the points not yet stored for this hardware.
 
     One untimed warm-up call is enough: building a kernel already runs its step once (`_first_call`),
     and the large CPU training steps take seconds each.
     """
+    from lstmstudy import kernels, sweep
+
     return [sweep.run(NAME, points, kernels.prepare, timing_plan(min_time, quick, warmup=1), device=device,
                       **sweep_options)]
 

@@ -33,18 +33,21 @@ from __future__ import annotations
 
 import json
 import os
-import time
 from collections.abc import Sequence
+from typing import TYPE_CHECKING
 
 import pandas as pd
 
-from lstmstudy import contract, data, hardware, results, sweep
-from lstmstudy.claims import PART_WORDS, Claim, Outcome, Verdict, bucketing, combine, holds_from, settle
+from lstmstudy import contract, data
+from lstmstudy.claims import PART_WORDS, Claim, Outcome, Verdict, combine, holds_from, settle
 from lstmstudy.errors import ParameterError
 from lstmstudy.parallel.batching import timed_plan
 from lstmstudy.parameters import check_choices, check_positive_ints
 from lstmstudy.shapes import LSTMShape
 from lstmstudy.stats import row_ratio
+
+if TYPE_CHECKING:
+    from lstmstudy.sweep import SweepReport
 
 NAME = "parallel_training"
 NUMBER = "07"
@@ -68,15 +71,12 @@ MP_SPEEDUP = holds_from(1.6)
 SCHEMES = {"single": "torch.single", "ddp": "torch.ddp", "pipeline": "torch.pipeline"}
 KERNEL_SCHEME = {kernel: scheme for scheme, kernel in SCHEMES.items()}
 #: the slides' "without bucketing", read as claim 5 reads it (their worked example pads each batch to its own
-#: longest sentence), and their "with bucketing": claim 5's plans, so both claims time the same batches
-NO_BUCKETING, BUCKETED = bucketing.PER_BATCH, bucketing.AUTO
+#: longest sentence), and their "with bucketing": claim 5's plans (`bucketing.PER_BATCH` and `bucketing.AUTO`,
+#: named here so that this module imports without the measuring stack), so both claims time the same batches
+NO_BUCKETING, BUCKETED = "pad_per_batch", "auto_buckets"
 PLAN_NAMES = (NO_BUCKETING, BUCKETED)
 ALL_DEVICES = "all"
 NEEDS = "not measured (needs >= 2 GPUs)"
-#: relative difference of losses and gradients from one device's above which a scheme is wrong, not rounded
-TOLERANCE = {"cpu": 1e-4, "cuda": 1e-3}
-#: the process group's timeout: a collective that waits longer ends the run instead of hanging it
-GROUP_TIMEOUT_S = 120
 
 
 # --- the parameters ---------------------------------------------------------------------------------------
@@ -160,99 +160,18 @@ def grid(*, kind: str, quick: bool, devices: object, layers: int, hidden: int, f
 
 # --- measuring -------------------------------------------------------------------------------------------
 
-def _spec(points: list[contract.Point], kind: str, quick: bool) -> dict:
-    shape = points[0].shape
-    return {"device_kind": kind, "features": shape.features, "hidden": shape.hidden, "layers": shape.layers,
-            "seed": int(points[0].config["seed"]), "micro_batches": int(points[0].config["micro_batches"]),
-            "points": [{"id": str(i), "scheme": p.config["scheme"], "devices": p.config["devices"],
-                        "config": dict(p.config)} for i, p in enumerate(points)],
-            "rounds": 2 if quick else 5, "warmup": 1, "round_seed": 7, "check": True, "timeout_s": GROUP_TIMEOUT_S}
-
-
-def check_text(check: dict | None, kind: str) -> tuple[bool, str]:
-    """Whether data parallel and the pipeline matched one device (`worker.check`), in words."""
-    if not check:
-        return True, "one device only: nothing to compare"
-    worst = max(max(c["loss_rel_diff"], c["grad_rel_diff"]) for c in check.values())
-    complete = all(c["parameters"] == c["expected_parameters"] for c in check.values())
-    ok = complete and worst <= TOLERANCE[kind]
-    verb = "match" if ok else "DO NOT match"
-    return ok, (f"DDP's and the pipeline's losses and gradients over two SGD steps {verb} one device's "
-                f"(largest relative difference {worst:.1e}; tolerance {TOLERANCE[kind]:.0e})")
-
-
-def _launch_timeout_s(points: list[contract.Point], kind: str, quick: bool) -> float:
-    return 240.0 if quick else max(600.0, 3 * len(points) * CLAIM.seconds_per_point[kind])
-
-
 def measure(points: list[contract.Point], *, device: str, min_time: float, quick: bool = False,
-            root=None, retry_errors: bool = False, rerun: bool = False, deadline: sweep.Deadline | None = None,
-            slow: frozenset[str] = frozenset(), progress: bool = True) -> list[sweep.SweepReport]:
-    """One `torchrun` run for every point this machine can run (`lstmstudy.parallel.launch`), its rows stored
-    at once; the rest stored `skipped` with what they need. Each timed call trains on every timed batch once,
-    so one warm-up round and a fixed number of rounds replace `min_time`."""
-    from lstmstudy.observe import Observation
-    from lstmstudy.parallel import launch
-    from lstmstudy.timing import Measurement
+            **sweep_options: object) -> list[SweepReport]:
+    """Every point through `sweep.run` with the torchrun launch (`lstmstudy.protocols.torchrun`): one run for
+    every point this machine can run, the rest stored `skipped` with what they need. Each timed call trains on
+    every timed batch once, so one warm-up round and a fixed number of rounds replace `min_time`."""
+    from lstmstudy import sweep
+    from lstmstudy.protocols import torchrun
 
-    dev = hardware.resolve_device(device)
-    kind = dev.type
-    fp = hardware.fingerprint(dev)
-    results.record_fingerprint(NAME, fp.as_dict(), root)
-    report = sweep.SweepReport(claim=NAME, path=results.set_path(NAME, fp.hardware_id, root))
-    done, failed = (set(), set()) if rerun else results.stored_keys(NAME, fp.hardware_id, root)
-    failed = set() if retry_errors else failed
-    todo = [p for p in points if p.key() not in done and p.key() not in failed]
-    report.already_stored = sum(p.key() in done for p in points)
-    report.errors_not_retried = sum(p.key() in failed for p in points)
-    visible = visible_devices(kind) if kind == "cuda" else 2
-    runnable = [p for p in todo if p.config["devices"] <= visible]
-    conditions = hardware.conditions()
-    rows = [sweep.make_row(NAME, p, dev, fp, status="skipped", conditions=conditions,
-                           error=f"{NEEDS[:-1]}; this node has {visible}): {p.config['devices']} were planned")
-            for p in todo if p not in runnable]
-    if rows:  # stored before the launch: a worker that hangs until the command is killed cannot lose them
-        results.append(NAME, fp.hardware_id, rows, root)
-    stored, rows = rows, []
-    deadline = deadline or sweep.Deadline()
-    if runnable and deadline.allows_another(slow=True):
-        start, first = time.monotonic(), deadline.started == 0
-        planned = _launch_timeout_s(runnable, kind, quick)
-        ends = deadline.ends_next_group()  # stop the workers by then, not past the command's limit
-        timeout_s = planned if ends is None else min(planned, max(ends - start, 60.0))
-        try:
-            got = launch.run(_spec(runnable, kind, quick), max(p.config["devices"] for p in runnable),
-                             timeout_s=timeout_s, progress=progress, desc=f"{NAME} on {fp.hardware_id}")
-        except launch.WorkerFailed as exc:
-            if isinstance(exc, launch.TimedOut) and timeout_s < planned and not first:
-                report.left = len(runnable)  # cut short by the deadline: a fresh call, where it comes first, may finish
-            else:
-                rows += [sweep.make_row(NAME, p, dev, fp, status="error", error=sweep.describe(exc),
-                                        conditions=conditions) for p in runnable]
-        else:
-            agree, said = check_text(got.get("check"), kind)
-            for i, p in enumerate(runnable):
-                if not agree:
-                    rows.append(sweep.make_row(NAME, p, dev, fp, status="error", error=said, conditions=conditions))
-                elif kind == "cpu":
-                    rows.append(sweep.make_row(NAME, p, dev, fp, status="skipped", conditions=conditions,
-                                               error=f"{NEEDS}: a functional test on gloo with {got['world_size']} "
-                                                     f"CPU processes; {said}"))
-                else:
-                    samples = tuple(got["samples"][str(i)])
-                    m = Measurement(samples, warmup=1, threads=got["threads"], sync="cuda",
-                                    round_sizes=(1,) * len(samples), seed=7)
-                    detail = {"check": said, "processes": got["world_size"]}
-                    rows.append(sweep.make_row(NAME, p, dev, fp, conditions=conditions,
-                                               outcome=contract.PointResult(m, observed=Observation("", detail))))
-        deadline.record(time.monotonic() - start)
-    elif runnable:
-        report.left = len(runnable)
-    if rows:
-        results.append(NAME, fp.hardware_id, rows, root)
-    statuses = [row["status"] for row in stored + rows]
-    report.measured, report.skipped, report.errors = (statuses.count(s) for s in ("ok", "skipped", "error"))
-    return [report]
+    launch = torchrun.Launch(needs=NEEDS, visible=visible_devices, quick=quick,
+                             seconds_per_point=CLAIM.seconds_per_point,
+                             progress=bool(sweep_options.get("progress", True)))
+    return [sweep.run(NAME, points, launch, device=device, **sweep_options)]
 
 
 # --- the analysis ----------------------------------------------------------------------------------------

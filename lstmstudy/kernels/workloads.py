@@ -36,14 +36,10 @@ from lstmstudy.observe import (
     observe,
     observe_batches,
 )
-from lstmstudy.shapes import LSTMShape
+from lstmstudy.shapes import AUTOENCODER, BILSTM, LSTMShape
 from lstmstudy.timing import Sync, sync_for, tf_sync
 
-#: The blog post's autoencoder: LSTM(hidden, ReLU(negative_slope=0.05)) -> Dropout -> LSTM(hidden2) ->
-#: Dropout -> Dense(features), MSE, Adam(1e-3); and Keras's `imdb_bidirectional_lstm.py`: Embedding(vocab,
-#: embed) -> Bidirectional(LSTM(hidden)) -> Dropout -> Dense(1, sigmoid), binary cross-entropy, Adam.
-AUTOENCODER = {"hidden": 64, "hidden2": 32, "dropout": 0.2}
-BILSTM = {"vocab": 20000, "embed": 128, "hidden": 64, "dropout": 0.5}
+#: Adam's learning rate in both whole models (`shapes.AUTOENCODER`, `shapes.BILSTM`)
 LEARNING_RATE = 1e-3
 
 
