@@ -13,7 +13,7 @@ from pathlib import Path
 
 import pytest
 
-from lstmstudy import ledger, results
+from lstmstudy import results
 
 ROOT = Path(__file__).resolve().parent.parent
 MEASURING = ("torch", "tensorflow", "keras", "pynvml")
@@ -70,5 +70,5 @@ def test_the_claims_that_judge_have_stored_results_to_judge(blocked):
     assert all(blocked["judged"][name] for name in CLAIMS if name != "kernel_benchmark")
 
 
-def test_the_ledger_renders_without_the_measuring_stack(blocked):
-    assert json.loads(blocked["ledger"]) == json.loads(ledger.table().to_json(orient="records"))
+def test_the_ledger_renders_without_the_measuring_stack(blocked, ledger_table):
+    assert json.loads(blocked["ledger"]) == json.loads(ledger_table.to_json(orient="records"))
