@@ -317,17 +317,19 @@ def _combine_decided(parts: Sequence[Outcome]) -> Outcome:
     return parts[0]
 
 
-def combine(parts: Sequence[Possible]) -> Possible:
+def combine(parts: Sequence[Possible],
+            decided: Callable[[Sequence[Outcome]], Outcome] = _combine_decided) -> Possible:
     """What a rule made of parts can still be, given what each part can still be (`Bands.possible`).
 
-    Decided parts combine as: reproduced if every part holds (REPRODUCED), not reproduced if every part
-    fails (NOT_REPRODUCED), partly if some hold and some fail (or one is partly). An undecided part counts
-    every way it can still go, so the whole is undecided only if that changes the outcome. A part that was
-    not measured leaves the whole rule not measured: a rule is never decided on some of its parts.
+    Decided parts combine as `decided` says; by default: reproduced if every part holds (REPRODUCED), not
+    reproduced if every part fails (NOT_REPRODUCED), partly if some hold and some fail (or one is partly). An
+    undecided part counts every way it can still go, so the whole is undecided only if that changes the
+    outcome. A part that was not measured leaves the whole rule not measured: a rule is never decided on some
+    of its parts.
     """
     if not parts or any(Outcome.NOT_MEASURED in p for p in parts):
         return frozenset({Outcome.NOT_MEASURED})
-    return frozenset(_combine_decided(choice) for choice in itertools.product(*parts))
+    return frozenset(decided(choice) for choice in itertools.product(*parts))
 
 
 def crossover(small: Outcome, large: Outcome) -> Outcome:
@@ -341,10 +343,8 @@ def crossover(small: Outcome, large: Outcome) -> Outcome:
 
 
 def crossover_possible(small: Possible, large: Possible) -> Possible:
-    """`crossover` over every way two undecided parts (`Bands.possible`) can still go."""
-    if Outcome.NOT_MEASURED in small | large:
-        return frozenset({Outcome.NOT_MEASURED})
-    return frozenset(crossover(a, b) for a, b in itertools.product(small, large))
+    """`crossover` over every way two undecided parts (`Bands.possible`) can still go (`combine`)."""
+    return combine([small, large], lambda ends: crossover(*ends))
 
 
 def settle(possible: Possible) -> Outcome:
