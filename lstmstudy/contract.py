@@ -53,7 +53,7 @@ class Point:
 
 @dataclass(frozen=True)
 class PointResult:
-    """What measuring a point produced: the timing, and what ran (`claims.Outcome` is a verdict's outcome)."""
+    """What measuring a point produced: the timing, and what ran (`rules.Outcome` is a verdict's outcome)."""
 
     measurement: Measurement
     flops: float | None = None

@@ -15,7 +15,8 @@ from pathlib import Path
 import pandas as pd
 
 from lstmstudy import published, published_rules, results
-from lstmstudy.claims import CPU_ANALOGUE, GPU, PUBLISHED, PUBLISHED_PREFIX, Claim, Outcome, one_burst_sets, registry
+from lstmstudy.claims import Claim, registry
+from lstmstudy.rules import CPU_ANALOGUE, GPU, PUBLISHED, PUBLISHED_PREFIX, Outcome, one_burst_sets
 from lstmstudy.toc import TOC, claim_pages
 
 ROOT = Path(__file__).resolve().parent.parent

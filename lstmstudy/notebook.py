@@ -12,11 +12,11 @@ from pathlib import Path
 import pandas as pd
 
 from lstmstudy import hardware, published_rules
-from lstmstudy.results import fingerprints
-from lstmstudy.claims import (CPU_ANALOGUE, DEVICE_KINDS, GPU, PUBLISHED_PREFIX, Claim, Outcome, Verdict,
-                              one_burst_sets)
+from lstmstudy.claims import DEVICE_KINDS, Claim
 from lstmstudy.errors import ParameterError
 from lstmstudy.parameters import check_bool, check_positive_number
+from lstmstudy.results import fingerprints
+from lstmstudy.rules import CPU_ANALOGUE, GPU, PUBLISHED_PREFIX, Outcome, Verdict, one_burst_sets
 
 
 def check_common(*, device: object, measure: object, quick: object, min_time: object,

@@ -437,7 +437,7 @@ def scaling_lines(table: pd.DataFrame, *, seed_points: dict[str, tuple[int, floa
     hardware set (`panel`); a row with `speedup_lo`/`speedup_hi` gets its 95% interval as whiskers. The dashed
     diagonal is linear scaling; `seed_points` (label -> (devices, speed-up)) mark the seed's figures.
 
-    `table` has columns panel, scheme, devices, speedup (claim 7's `cost_table`, or its measured `speedups`).
+    `table` has columns panel, scheme, devices, speedup (`parallel.cost.table`, or claim 7's measured `speedups`).
     """
     one, many = table[table.devices == 1], table[table.devices > 1]
     lines = pd.concat([many, *(one.assign(scheme=s) for s in many.scheme.unique())])  # each line starts at one device

@@ -18,7 +18,7 @@ import numpy as np
 import pandas as pd
 
 from lstmstudy import published
-from lstmstudy.claims import PART_WORDS, PUBLISHED_PREFIX, Outcome, Verdict, combine, settle
+from lstmstudy.rules import PART_WORDS, PUBLISHED_PREFIX, Outcome, Verdict, combine, settle
 from lstmstudy.claims import cpu_vs_gpu_batch as c02
 from lstmstudy.claims import cudnn_fallback as c01
 from lstmstudy.claims import frameworks_vs_baseline as c04

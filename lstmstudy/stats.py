@@ -191,3 +191,28 @@ def one_per_round(values: Sequence[float]) -> list[np.ndarray]:
     """Values measured once per round (the joules of one energy window, say), each as a round of one sample,
     so that `bootstrap_median` and `ratio_replicates` resample the windows themselves."""
     return [np.array([v], dtype=float) for v in values]
+
+
+def window_median(values: np.ndarray, min_windows: int) -> tuple[float, float, float]:
+    """The median over a row's measurement windows (one per round) and its bootstrap interval; NaN where a
+    window has no finite value, and no interval (NaN) from fewer than `min_windows` windows: one window
+    bootstraps to a point."""
+    if not np.all(np.isfinite(values)):
+        return float("nan"), float("nan"), float("nan")
+    if len(values) < min_windows:
+        return float(np.median(values)), float("nan"), float("nan")
+    return bootstrap_median(one_per_round(values))
+
+
+def window_ratio(numerator: np.ndarray, denominator: np.ndarray, paired: bool,
+                 min_windows: int) -> tuple[float, float, float, np.ndarray | None]:
+    """A ratio of two rows' per-window values (median over windows), its interval and bootstrap replicates;
+    NaN where a window's value is missing or not positive (power that did not rise above idle), no interval
+    from fewer than `min_windows` windows."""
+    if not (np.all(np.isfinite(numerator)) and np.all(np.isfinite(denominator))
+            and np.all(numerator > 0) and np.all(denominator > 0)):
+        return float("nan"), float("nan"), float("nan"), None
+    if min(len(numerator), len(denominator)) < min_windows:
+        return float(np.median(numerator) / np.median(denominator)), float("nan"), float("nan"), None
+    ratio, boot = ratio_replicates(one_per_round(numerator), one_per_round(denominator), paired=paired)
+    return (ratio, *percentile_interval(boot), boot)

@@ -272,6 +272,16 @@ class Rounds:
         return replace(self, burst_s=min_time / self.rounds)
 
 
+def plan(min_time: float, quick: bool, **changes: object) -> Rounds:
+    """How a claim's sweep times each group of compared points: `min_time` seconds of samples per point spread
+    over 5 interleaved rounds, and up to 3 more rounds while a point's interval is wider than +-10%. A quick run
+    only checks the plumbing: 2 short rounds. `changes` adapt the plan to a claim's steps (fewer warm-up calls
+    where one step takes a second)."""
+    if quick:
+        return replace(Rounds(rounds=2, warmup=1, burst_s=0.005, burst_min_samples=1, extra_rounds=0), **changes)
+    return replace(Rounds(), **changes).with_min_time(min_time)
+
+
 def interleave(steps: Mapping[Hashable, tuple[Callable[[], object], Sync | None]], plan: Rounds = Rounds(), *,
                seed: int | None = None, threads: int | None = None) -> dict[Hashable, Measurement | Exception]:
     """Time every step of `steps` (name -> (step, sync)) in interleaved rounds (see `Rounds`).

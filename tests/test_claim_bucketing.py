@@ -10,7 +10,7 @@ import pytest
 import torch
 
 from lstmstudy import contract, data, kernels, results, sweep
-from lstmstudy.claims import Outcome
+from lstmstudy.rules import Outcome
 from lstmstudy.claims import bucketing as claim
 from lstmstudy.errors import ParameterError
 from lstmstudy.hardware import Fingerprint

@@ -9,7 +9,7 @@ import pytest
 import torch
 
 from lstmstudy import contract, kernels, results, sweep, timing
-from lstmstudy.claims import Outcome
+from lstmstudy.rules import Outcome
 from lstmstudy.claims import cpu_vs_gpu_batch as claim
 from lstmstudy.errors import ParameterError
 from lstmstudy.hardware import Fingerprint

@@ -12,7 +12,7 @@ import pytest
 import torch
 
 from lstmstudy import contract, results
-from lstmstudy.claims import Outcome
+from lstmstudy.rules import Outcome
 from lstmstudy.claims import frameworks_vs_baseline as claim
 from lstmstudy.errors import ParameterError
 from lstmstudy.observe import Observation

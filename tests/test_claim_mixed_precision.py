@@ -7,7 +7,7 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from lstmstudy.claims import Outcome
+from lstmstudy.rules import Outcome
 from lstmstudy.claims import mixed_precision as claim
 from lstmstudy.errors import ParameterError
 

@@ -9,7 +9,7 @@ import pytest
 import torch
 
 from lstmstudy import contract, hardware, results, sweep
-from lstmstudy.claims import Outcome
+from lstmstudy.rules import Outcome
 from lstmstudy.claims import parallel_training as claim
 from lstmstudy.errors import ParameterError
 from lstmstudy.hardware import Fingerprint

@@ -8,9 +8,10 @@ import pytest
 from registered import differences
 
 from lstmstudy import backends
-from lstmstudy.claims import (DEVICE_KINDS, GPU_ORDER, MODULES, Outcome, combine, crossover, crossover_possible,
-                              holds_below, holds_from, lookup, one_burst_sets, registry, settle)
+from lstmstudy.claims import DEVICE_KINDS, GPU_ORDER, MODULES, lookup, registry
 from lstmstudy.errors import ParameterError
+from lstmstudy.rules import (Outcome, combine, crossover, crossover_possible, holds_below, holds_from, one_burst_sets,
+                             settle)
 
 ROOT = Path(__file__).resolve().parent.parent
 #: the measuring a GPU node's first calls give the first five claims of `GPU_ORDER`, and what all of it, the kernel

@@ -1,5 +1,5 @@
-"""The package's import graph: the contract both houses share imports without the measuring stack, and no module
-imports itself back through others, at a module's top or lazily inside a function."""
+"""The package's import graph: the contract both houses share and the kernel table import without the measuring
+stack, and no module imports itself back through others, at a module's top or lazily inside a function."""
 
 from __future__ import annotations
 
@@ -12,14 +12,18 @@ ROOT = Path(__file__).resolve().parent.parent
 PACKAGE = ROOT / "lstmstudy"
 #: what the rendering house must do without (`contract` is read by claims' grids and keys)
 MEASURING = ("torch", "tensorflow", "keras", "pynvml")
-#: import edges that close a cycle and stay for now, each with why. The kernel registry imports its framework
-#: modules lazily (`kernels._load_all`) so that they register their rows, and they import the registry's types
-#: back: one registration style without import side effects (issue 26) removes these.
-KNOWN_CYCLE_EDGES = {
-    ("lstmstudy.kernels", "lstmstudy.kernels.torch_kernels"),
-    ("lstmstudy.kernels", "lstmstudy.kernels.workloads"),
-    ("lstmstudy.kernels", "lstmstudy.kernels.keras_kernels"),
-}
+#: a child's first lines: importing any of the measuring stack fails, as if it were not installed
+WITHOUT_MEASURING = f"""
+import importlib.abc, sys
+
+class Blocked(importlib.abc.MetaPathFinder):
+    def find_spec(self, name, path, target=None):
+        if name.split(".")[0] in {MEASURING!r}:
+            raise ModuleNotFoundError(f"blocked: {{name}}", name=name)
+        return None
+
+sys.meta_path.insert(0, Blocked())
+"""
 
 
 def module_name(path: Path) -> str:
@@ -87,40 +91,72 @@ def cycles(graph: dict[str, set[str]]) -> list[list[str]]:
     return found
 
 
+def run_child(code: str) -> None:
+    """Run `code` in a fresh Python (imports blocked there stay blocked); it must exit cleanly."""
+    done = subprocess.run([sys.executable, "-c", code], cwd=ROOT, capture_output=True, text=True, timeout=120)
+    assert done.returncode == 0, done.stderr
+
+
 def test_the_contract_imports_without_torch_tensorflow_keras_or_pynvml():
-    blocked = repr(MEASURING)
-    code = f"""
-import importlib.abc, sys
-
-class Blocked(importlib.abc.MetaPathFinder):
-    def find_spec(self, name, path, target=None):
-        if name.split(".")[0] in {blocked}:
-            raise ModuleNotFoundError(f"blocked: {{name}}", name=name)
-        return None
-
-sys.meta_path.insert(0, Blocked())
+    run_child(WITHOUT_MEASURING + f"""
 from lstmstudy.contract import PHASES, PRECISIONS, Point, PointResult, Prepared
 from lstmstudy.shapes import LSTMShape
 
 point = Point("torch.fused", LSTMShape(batch=1, timesteps=2, features=3, hidden=4), "bf16", "train")
 assert point.key() and PHASES and PRECISIONS and PointResult and Prepared
-assert not [name for name in sys.modules if name.split(".")[0] in {blocked}]
-"""
-    done = subprocess.run([sys.executable, "-c", code], cwd=ROOT, capture_output=True, text=True, timeout=120)
-    assert done.returncode == 0, done.stderr
+assert not [name for name in sys.modules if name.split(".")[0] in {MEASURING!r}]
+""")
+
+
+def test_the_kernel_table_reads_without_torch_tensorflow_keras_or_pynvml():
+    """A claim page quotes the kernels' descriptions where none of the measuring stack is installed."""
+    run_child(WITHOUT_MEASURING + f"""
+from lstmstudy import kernels
+
+names = kernels.names(workloads=True)
+assert len(names) == len(kernels.KERNELS) and "torch.fused" in names
+assert all(isinstance(kernels.spec(n).description, str) and kernels.spec(n).description for n in names)
+assert not [name for name in sys.modules if name.split(".")[0] in {MEASURING!r}]
+""")
+
+
+def test_without_keras_the_keras_rows_say_so_and_the_torch_rows_still_build():
+    """Torch asks whether TensorFlow is installed (`find_spec`), so these two are hidden, not made to raise."""
+    run_child("""
+import sys
+
+sys.modules.update(keras=None, tensorflow=None)
+from lstmstudy import kernels
+from lstmstudy.errors import Skip
+from lstmstudy.shapes import LSTMShape
+
+listed = kernels.available("cpu")
+assert listed["keras.generic"] == "keras is not installed" and listed["torch.fused"] is None, listed
+try:
+    kernels.build("keras.relu", LSTMShape(batch=1, timesteps=2, features=3, hidden=4))
+except Skip as skip:
+    assert str(skip) == "keras.relu at fp32 on cpu: keras is not installed", skip
+else:
+    raise AssertionError("keras.relu built without keras")
+kernels.build("torch.fused", LSTMShape(batch=1, timesteps=2, features=3, hidden=4)).step()
+""")
+
+
+def test_every_row_names_a_recipe_and_no_name_twice():
+    from lstmstudy import kernels
+    from lstmstudy.kernels.built import Recipe
+
+    assert len(kernels.REGISTRY) == len(kernels.KERNELS)
+    assert all(isinstance(kernels.resolve(k.recipe), Recipe) for k in kernels.KERNELS)
 
 
 def test_no_module_imports_itself_back():
-    graph = import_graph()
-    assert {(source, target) for source, target in KNOWN_CYCLE_EDGES if target in graph.get(source, ())} == \
-        KNOWN_CYCLE_EDGES, "a known cycle is gone: take its edges out of KNOWN_CYCLE_EDGES"
-    for source, target in KNOWN_CYCLE_EDGES:
-        graph[source].discard(target)
-    assert cycles(graph) == []
+    assert cycles(import_graph()) == []
 
 
 def test_the_cycle_finder_finds_a_cycle():
     """The check above can fail: a cycle of three is found, and a module outside it is not named. (That the graph
-    holds imports made inside a function, the check's known edges show: `kernels._load_all` makes them.)"""
+    holds imports made inside a function, `kernels.resolve` shows: its framework modules are among its edges.)"""
     assert cycles({"a": {"b"}, "b": {"c"}, "c": {"a"}, "d": {"a"}}) == [["a", "b", "c"]]
     assert cycles({"a": {"b"}, "b": set()}) == []
+    assert "lstmstudy.kernels.torch_kernels" in import_graph()["lstmstudy.kernels"]

@@ -23,13 +23,8 @@ keras = pytest.importorskip("keras")
 from lstmstudy import kernels, timing  # noqa: E402
 from lstmstudy.backends import keras_backend  # noqa: E402
 from lstmstudy.errors import Skip  # noqa: E402
-from lstmstudy.kernels import (  # noqa: E402
-    DTYPE_NAMES,
-    LSTMWeights,
-    PrecisionMismatch,
-    keras_kernels,
-    make_inputs,
-)
+from lstmstudy.kernels import keras_kernels  # noqa: E402
+from lstmstudy.kernels.built import DTYPE_NAMES, LSTMWeights, PrecisionMismatch, make_inputs  # noqa: E402
 from lstmstudy.kernels.criteria import explain_cudnn  # noqa: E402
 from lstmstudy.observe import keras_loop  # noqa: E402
 from lstmstudy.shapes import LSTMShape  # noqa: E402
@@ -37,7 +32,7 @@ from lstmstudy.shapes import LSTMShape  # noqa: E402
 SINGLE = LSTMShape(batch=2, timesteps=5, features=3, hidden=4)
 STACKED_BIDIRECTIONAL = LSTMShape(batch=2, timesteps=4, features=3, hidden=4, layers=2, bidirectional=True)
 KERAS = [name for name in kernels.names() if name.startswith("keras.")]
-STANDARD = [name for name in KERAS if kernels.REGISTRY[name].standard]
+STANDARD = [name for name in KERAS if kernels.spec(name).standard]
 FP32 = {"rtol": 1e-4, "atol": 2e-5}
 
 
@@ -100,7 +95,7 @@ def test_recurrent_dropout_drops_out_in_the_train_step_only():
 def test_relu_is_not_the_standard_lstm():
     weights = LSTMWeights.random(SINGLE, seed=6)
     expected, _ = reference(SINGLE, weights)
-    assert not kernels.REGISTRY["keras.relu"].standard
+    assert not kernels.spec("keras.relu").standard
     assert not np.allclose(kernels.build("keras.relu", SINGLE, weights=weights).forward(), expected, **FP32)
 
 
@@ -145,10 +140,10 @@ def test_the_step_is_timed_with_a_real_tensorflow_sync():
 
 
 def test_unavailable_says_why_there_is_no_gpu():
-    reason = kernels.REGISTRY["keras.cudnn_auto"].unavailable(torch.device("cuda"), "fp32")
+    reason = kernels.spec("keras.cudnn_auto").unavailable(torch.device("cuda"), "fp32")
     if not torch.cuda.is_available():  # neither framework can see a GPU here
         assert reason is not None and ("GPU" in reason or "CUDA" in reason)
-    assert kernels.REGISTRY["keras.cudnn_auto"].unavailable(torch.device("cpu"), "bf16") is None
+    assert kernels.spec("keras.cudnn_auto").unavailable(torch.device("cpu"), "bf16") is None
 
 
 def test_explains_the_blog_posts_model():
@@ -189,7 +184,8 @@ TORCH_BACKEND_CHILD = textwrap.dedent("""
     sys.meta_path.insert(0, Block())
     from lstmstudy import kernels
     from lstmstudy.backends import keras_backend
-    from lstmstudy.kernels import LSTMWeights, build, keras_kernels
+    from lstmstudy.kernels import build, keras_kernels
+    from lstmstudy.kernels.built import LSTMWeights
     from lstmstudy.shapes import LSTMShape
 
     devices = []

@@ -19,12 +19,8 @@ from torch import nn
 
 from lstmstudy import contract, kernels, results, sweep
 from lstmstudy.backends import ieee_fp32
-from lstmstudy.kernels import (
-    LSTMWeights,
-    PrecisionMismatch,
-    checked_compute_dtype,
-    torch_kernels,
-)
+from lstmstudy.kernels import torch_kernels
+from lstmstudy.kernels.built import LSTMWeights, PrecisionMismatch, checked_compute_dtype
 from lstmstudy.kernels.torch_kernels import GraphCaptureFailed, _backend, _capture
 from lstmstudy.shapes import LSTMShape
 from tests.measuring import QUICK
@@ -59,8 +55,7 @@ def test_checked_compute_dtype(precision, dtype, mixed, ok):
 @pytest.fixture
 def fused_runs_bf16(monkeypatch):
     """torch.fused as where bf16 runs fused (a GPU), on any CPU: its availability check says yes."""
-    row = kernels.spec("torch.fused")
-    monkeypatch.setitem(kernels.REGISTRY, "torch.fused", replace(row, unavailable=lambda device, precision: None))
+    monkeypatch.setattr(torch_kernels, "fused", replace(torch_kernels.fused, unavailable=lambda device, precision: None))
 
 
 @pytest.fixture

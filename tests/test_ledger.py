@@ -10,7 +10,8 @@ import pandas as pd
 import pytest
 
 from lstmstudy import ledger, toc
-from lstmstudy.claims import Claim, Outcome, Verdict, registry
+from lstmstudy.claims import Claim, registry
+from lstmstudy.rules import Outcome, Verdict
 from lstmstudy.cli import SUMMARY_PAGES
 
 ROOT = Path(__file__).resolve().parent.parent

@@ -6,7 +6,7 @@ from __future__ import annotations
 import pandas as pd
 
 from lstmstudy import notebook, results
-from lstmstudy.claims import Outcome, Verdict
+from lstmstudy.rules import Outcome, Verdict
 from lstmstudy.claims import cudnn_fallback as claim
 
 

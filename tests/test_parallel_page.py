@@ -22,14 +22,14 @@ SENTENCE, FOOTNOTE = "DP does not scale well on multi-GPU", "Experiment with no 
 @pytest.fixture(scope="module")
 def predicted() -> pd.DataFrame:
     sizes = claim.CLAIM.parameters("cuda")
-    return claim.cost_table(sizes, claim.model_timesteps(sizes))
+    return cost.table(claim.cost_model(sizes, claim.model_timesteps(sizes)), sizes["micro_batches"])
 
 
 def test_every_figure_of_the_model_is_marked_modelled(predicted):
     assert all(panel.startswith("modelled: ") for panel in predicted.panel)
-    assert claim.modelled(3.456, "x") == "3.46x (modelled)"
-    assert claim.modelled(65.79, "ms") == "65.8 ms (modelled)" and claim.modelled(0.097, "%") == "10% (modelled)"
-    store = claim.assumptions().set_index("what").loc["parameter store (data parallel)"]
+    assert cost.modelled(3.456, "x") == "3.46x (modelled)"
+    assert cost.modelled(65.79, "ms") == "65.8 ms (modelled)" and cost.modelled(0.097, "%") == "10% (modelled)"
+    store = cost.assumptions().set_index("what").loc["parameter store (data parallel)"]
     assert store.source.startswith("assumption:") and "Centralized Parameter Storage" in store.source
 
 

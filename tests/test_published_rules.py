@@ -9,7 +9,8 @@ import pandas as pd
 import pytest
 
 from lstmstudy import ledger, notebook, published, published_rules
-from lstmstudy.claims import PUBLISHED, Outcome, lookup
+from lstmstudy.claims import lookup
+from lstmstudy.rules import PUBLISHED, Outcome
 from lstmstudy.claims import cudnn_fallback as c01
 from lstmstudy.claims import mixed_precision as c03
 

@@ -11,7 +11,7 @@ import torch
 
 from lstmstudy import contract, kernels, results, sweep
 from lstmstudy.errors import InvalidShape, Skip, UnknownKernel
-from lstmstudy.kernels import LSTMWeights
+from lstmstudy.kernels.built import LSTMWeights
 from lstmstudy.observe import classify
 from lstmstudy.shapes import LSTMShape
 from tests.measuring import QUICK, measure_one

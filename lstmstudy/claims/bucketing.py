@@ -60,7 +60,8 @@ from typing import TYPE_CHECKING
 import pandas as pd
 
 from lstmstudy import contract, data
-from lstmstudy.claims import Bands, Claim, Outcome, Verdict, timing_plan
+from lstmstudy.claims import Claim
+from lstmstudy.rules import Bands, Outcome, Verdict
 from lstmstudy.errors import ParameterError
 from lstmstudy.observe import what_ran
 from lstmstudy.parameters import check_choices, check_positive_ints
@@ -243,9 +244,9 @@ def measure(points: list[contract.Point], *, device: str, min_time: float, quick
     a GPU). A group per point (`Claim.slow`) would time the baseline and auto buckets in different rounds: the
     verdict's ratio unpaired, the drift between rounds in its interval instead of cancelled.
     """
-    from lstmstudy import kernels, sweep
+    from lstmstudy import kernels, sweep, timing
 
-    plan = timing_plan(min_time, quick, warmup=1)
+    plan = timing.plan(min_time, quick, warmup=1)
     by_kernel: dict[str, list[contract.Point]] = {}
     for point in points:
         by_kernel.setdefault(point.kernel, []).append(point)
@@ -455,7 +456,7 @@ def verdicts(results: pd.DataFrame) -> list[Verdict]:
 def tracking_verdicts(results: pd.DataFrame) -> list[Verdict]:
     """Per hardware set, "time follows padded work" judged on the verdict's rows (see `TRACKING_RULE`): a
     statistic of the page, not a claim of the seed, so the ledger does not count it. The page passes them
-    through `claims.assess_noise`, as `Claim.judge` does the verdicts."""
+    through `rules.assess_noise`, as `Claim.judge` does the verdicts."""
     table = speedups(results)
     out = []
     for hardware_id in sorted(results.hardware_id.unique()) if not results.empty else []:

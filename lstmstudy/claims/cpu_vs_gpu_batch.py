@@ -39,7 +39,8 @@ from typing import TYPE_CHECKING
 import pandas as pd
 
 from lstmstudy import contract, hardware
-from lstmstudy.claims import Claim, Outcome, Possible, Verdict, combine, crossover, settle, timing_plan
+from lstmstudy.claims import Claim
+from lstmstudy.rules import Outcome, Possible, Verdict, combine, crossover, settle
 from lstmstudy.parameters import check_bool, check_choices, check_positive_ints
 from lstmstudy.shapes import AUTOENCODER, BILSTM, LSTMShape
 from lstmstudy.stats import bootstrap_median, row_ratio, row_rounds
@@ -119,9 +120,9 @@ def measure(points: list[contract.Point], *, device: str, min_time: float, quick
             **sweep_options) -> list[SweepReport]:
     """Time the training step of every point not yet stored for this hardware; with `also_cpu`, a GPU run
     measures this machine's CPU too, so that one run stores a CPU-GPU pair from one host."""
-    from lstmstudy import kernels, sweep
+    from lstmstudy import kernels, sweep, timing
 
-    plan = timing_plan(min_time, quick, **({} if quick else dict(warmup=2)))
+    plan = timing.plan(min_time, quick, **({} if quick else dict(warmup=2)))
     devices = [device]
     if also_cpu and hardware.resolve_device(device).type == "cuda":
         devices.append("cpu")

@@ -21,7 +21,8 @@ from typing import TYPE_CHECKING
 import pandas as pd
 
 from lstmstudy import contract
-from lstmstudy.claims import Bands, Claim, Outcome, Verdict, timing_plan
+from lstmstudy.claims import Claim
+from lstmstudy.rules import Bands, Outcome, Verdict
 from lstmstudy.parameters import check_bool, check_choices, check_positive_ints
 from lstmstudy.shapes import LSTMShape
 from lstmstudy.stats import fixed_geomean_interval, geomean, geomean_interval, ratios
@@ -86,9 +87,9 @@ def grid(*, kind: str, quick: bool, batches: Sequence[int], hiddens: Sequence[in
 def measure(points: list[contract.Point], *, device: str, min_time: float, quick: bool = False,
             **sweep_options) -> list[SweepReport]:
     """Measure the points not yet stored for this hardware (the blog model's among them)."""
-    from lstmstudy import kernels, sweep
+    from lstmstudy import kernels, sweep, timing
 
-    return [sweep.run(NAME, points, kernels.prepare, timing_plan(min_time, quick), device=device, **sweep_options)]
+    return [sweep.run(NAME, points, kernels.prepare, timing.plan(min_time, quick), device=device, **sweep_options)]
 
 
 def check_parameters(parameters: dict) -> None:

@@ -54,20 +54,13 @@ import numpy as np
 import pandas as pd
 
 from lstmstudy import contract
-from lstmstudy.claims import Bands, Claim, Outcome, Verdict, cudnn_fallback
+from lstmstudy.claims import Claim, cudnn_fallback
+from lstmstudy.rules import Bands, Outcome, Verdict
 from lstmstudy.errors import ParameterError
 from lstmstudy.observe import what_ran
 from lstmstudy.parameters import check_choices
 from lstmstudy.shapes import LSTMShape
-from lstmstudy.stats import (
-    bootstrap_median,
-    geomean,
-    geomean_interval,
-    interleaved,
-    one_per_round,
-    percentile_interval,
-    ratio_replicates,
-)
+from lstmstudy.stats import geomean, geomean_interval, interleaved, window_median, window_ratio
 
 if TYPE_CHECKING:  # measuring imports torch and NVML; the analysis below runs without them
     from lstmstudy.sweep import SweepReport
@@ -234,16 +227,6 @@ def _measured(results: pd.DataFrame, idle: bool) -> pd.DataFrame:
     return rows[(rows.kernel == IDLE_KERNEL) == idle]
 
 
-def _median_interval(values: np.ndarray) -> tuple[float, float, float]:
-    """The median over windows and its bootstrap interval; NaN where a window has no finite value, and no
-    interval (NaN) from fewer than `MIN_JUDGED_WINDOWS` windows: one window bootstraps to a point."""
-    if not np.all(np.isfinite(values)):
-        return float("nan"), float("nan"), float("nan")
-    if len(values) < MIN_JUDGED_WINDOWS:
-        return float(np.median(values)), float("nan"), float("nan")
-    return bootstrap_median(one_per_round(values))
-
-
 IDLE_COLUMNS = ["hardware_id", "phase", "shape", "method", "windows", "window_s", "idle_power_w", "idle_power_w_lo",
                 "idle_power_w_hi"]
 
@@ -258,7 +241,7 @@ def idle_table(results: pd.DataFrame) -> pd.DataFrame:
                      "shape": ("whole hardware set" if w.method == SINGLE_WINDOW
                                else shape_label(int(row["batch"]), int(row["timesteps"]), int(row["hidden"]))),
                      "windows": len(w.energy_j), "window_s": float(np.median(w.duration_s)),
-                     **dict(zip(IDLE_COLUMNS[-3:], _median_interval(w.energy_j / w.duration_s)))})
+                     **dict(zip(IDLE_COLUMNS[-3:], window_median(w.energy_j / w.duration_s, MIN_JUDGED_WINDOWS)))})
     return pd.DataFrame(rows, columns=IDLE_COLUMNS)
 
 
@@ -300,8 +283,8 @@ def energy_table(results: pd.DataFrame) -> pd.DataFrame:
         w = row_windows(row)
         sequences = w.steps * int(row["batch"])
         above_j = w.energy_j - _idle_power(row, idle) * w.duration_s
-        total = np.array(_median_interval(w.energy_j / sequences)) * 1000
-        above = np.array(_median_interval(above_j / sequences)) * 1000
+        total = np.array(window_median(w.energy_j / sequences, MIN_JUDGED_WINDOWS)) * 1000
+        above = np.array(window_median(above_j / sequences, MIN_JUDGED_WINDOWS)) * 1000
         rows.append({
             **{k: row[k] for k in ("hardware_id", "kernel", "precision", "phase", "batch", "timesteps", "features",
                                    "hidden", "layers", "bidirectional", "config", "round_seed", "round_sizes")},
@@ -327,19 +310,6 @@ _RATIOS = {"energy_ratio": "w_j_per_seq", "above_idle_ratio": "w_above_j_per_seq
 RATIO_COLUMNS = ["hardware_id", "kernel", "baseline", "precision", "phase", "shape", "method", "windows", "paired",
                  "judged", "why_not_judged",
                  *(f"{name}{end}" for name in _RATIOS for end in ("", "_lo", "_hi")), "replicates"]
-
-
-def _window_ratio(numerator: np.ndarray, denominator: np.ndarray,
-                  paired: bool) -> tuple[float, float, float, np.ndarray | None]:
-    """A ratio of two rows' per-window values (median over windows), its interval and bootstrap replicates;
-    NaN where a window's value is missing or not positive (power that did not rise above idle)."""
-    if not (np.all(np.isfinite(numerator)) and np.all(np.isfinite(denominator))
-            and np.all(numerator > 0) and np.all(denominator > 0)):
-        return float("nan"), float("nan"), float("nan"), None
-    if min(len(numerator), len(denominator)) < MIN_JUDGED_WINDOWS:  # too few windows for an interval
-        return float(np.median(numerator) / np.median(denominator)), float("nan"), float("nan"), None
-    ratio, boot = ratio_replicates(one_per_round(numerator), one_per_round(denominator), paired=paired)
-    return (ratio, *percentile_interval(boot), boot)
 
 
 def _why_not_judged(a: pd.Series, b: pd.Series, paired: bool) -> str:
@@ -374,7 +344,7 @@ def _pairs(table: pd.DataFrame, selectors: Sequence[tuple[dict, dict]], keys: Se
                        method=b["method"] if b["method"] == SINGLE_WINDOW else a["method"],
                        windows=min(a["windows"], b["windows"]), judged=not why, why_not_judged=why)
             for name, column in _RATIOS.items():
-                ratio, lo, hi, boot = _window_ratio(a[column], b[column], paired)
+                ratio, lo, hi, boot = window_ratio(a[column], b[column], paired, MIN_JUDGED_WINDOWS)
                 row.update({name: ratio, f"{name}_lo": lo, f"{name}_hi": hi})
             row["replicates"] = boot  # the proportionality's, the last of _RATIOS
             rows.append(row)

@@ -36,10 +36,10 @@ import numpy as np
 import pandas as pd
 
 from lstmstudy import contract, published
-from lstmstudy.claims import (PART_WORDS, Bands, Claim, Outcome, Verdict, combine, crossover_possible, holds_from,
-                              settle, timing_plan)
+from lstmstudy.claims import Claim
 from lstmstudy.observe import what_ran
 from lstmstudy.parameters import check_bool, check_choices, check_positive_ints
+from lstmstudy.rules import PART_WORDS, Bands, Outcome, Verdict, combine, crossover_possible, holds_from, settle
 from lstmstudy.shapes import LSTMShape
 from lstmstudy.stats import fixed_geomean_interval, geomean, geomean_interval, row_replicates
 
@@ -199,10 +199,10 @@ def measure(points: list[contract.Point], *, device: str, min_time: float, quick
             **sweep_options) -> list[SweepReport]:
     """Measure the points not yet stored for this hardware: the grid's rows timed in rounds, the profiler rows
     (`IN_KERNEL`) by the in-kernel protocol (`protocols.in_kernel`)."""
-    from lstmstudy import sweep
+    from lstmstudy import sweep, timing
     from lstmstudy.protocols import in_kernel
 
-    plan = timing_plan(min_time, quick, **({} if quick else dict(warmup=2)))
+    plan = timing.plan(min_time, quick, **({} if quick else dict(warmup=2)))
     prepare = partial(in_kernel.prepare, profiled=IN_KERNEL, sessions=2 if quick else 5)
     return [sweep.run(NAME, points, prepare, plan, device=device, **sweep_options)]
 

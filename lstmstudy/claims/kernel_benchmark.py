@@ -15,7 +15,7 @@ from pathlib import Path
 import pandas as pd
 
 from lstmstudy import contract, results
-from lstmstudy.claims import Claim, timing_plan
+from lstmstudy.claims import Claim
 from lstmstudy.parameters import check_choices
 from lstmstudy.shapes import LSTMShape
 
@@ -46,10 +46,10 @@ def grid(*, kind: str, quick: bool, shapes: Sequence[Sequence[int]], phases: Seq
 
 def measure(points: list, *, device: str, min_time: float, quick: bool = False, **sweep_options) -> list:
     """The GEMM peak first (unless stored), then every kernel point not yet stored."""
-    from lstmstudy import kernels, roofline, sweep
+    from lstmstudy import kernels, roofline, sweep, timing
 
     return [roofline.measure(device, quick=quick, **sweep_options),
-            sweep.run(NAME, points, kernels.prepare, timing_plan(min_time, quick, **({} if quick else dict(warmup=5))),
+            sweep.run(NAME, points, kernels.prepare, timing.plan(min_time, quick, **({} if quick else dict(warmup=5))),
                       device=device, **sweep_options)]
 
 

@@ -27,7 +27,8 @@ from typing import TYPE_CHECKING
 import pandas as pd
 
 from lstmstudy import contract, published
-from lstmstudy.claims import PART_WORDS, Claim, Outcome, Verdict, combine, holds_below, holds_from, settle, timing_plan
+from lstmstudy.claims import Claim
+from lstmstudy.rules import PART_WORDS, Outcome, Verdict, combine, holds_below, holds_from, settle
 from lstmstudy.observe import what_ran
 from lstmstudy.parameters import check_bool, check_choices, check_positive_ints
 from lstmstudy.shapes import LSTMShape
@@ -127,9 +128,9 @@ def measure(points: list[contract.Point], *, device: str, min_time: float, quick
     One untimed warm-up call is enough: building a kernel already runs its step once (`_first_call`),
     and the large CPU training steps take seconds each.
     """
-    from lstmstudy import kernels, sweep
+    from lstmstudy import kernels, sweep, timing
 
-    return [sweep.run(NAME, points, kernels.prepare, timing_plan(min_time, quick, warmup=1), device=device,
+    return [sweep.run(NAME, points, kernels.prepare, timing.plan(min_time, quick, warmup=1), device=device,
                       **sweep_options)]
 
 

@@ -39,7 +39,8 @@ from typing import TYPE_CHECKING
 import pandas as pd
 
 from lstmstudy import contract, data
-from lstmstudy.claims import PART_WORDS, Claim, Outcome, Verdict, combine, holds_from, settle
+from lstmstudy.claims import Claim
+from lstmstudy.rules import PART_WORDS, Outcome, Verdict, combine, holds_from, settle
 from lstmstudy.errors import ParameterError
 from lstmstudy.parallel.batching import timed_plan
 from lstmstudy.parameters import check_choices, check_positive_ints
@@ -304,8 +305,6 @@ CLAIM = Claim(
 
 # --- the model on paper ------------------------------------------------------------------------------------
 
-#: what starts the name of every panel of the model's figures: they are modelled, never measured
-MODELLED = "modelled: "
 #: the measured data parallel scheme, as the page names it
 DDP = "data parallel (DDP)"
 
@@ -318,53 +317,11 @@ def cost_model(parameters: dict, timesteps: int):
                       batch=parameters["batch_size"], timesteps=timesteps)
 
 
-def modelled(value: float, unit: str) -> str:
-    """A figure of the cost model as the page prints it, marked "(modelled)" so that, glued anywhere, it
-    never reads as measured: `unit` is "x" (a speed-up), "ms" or "%" (a share of the step)."""
-    text = {"x": f"{value:.2f}x", "ms": f"{value:.1f} ms", "%": f"{value:.0%}"}[unit]
-    return f"{text} (modelled)"
-
-
 def model_timesteps(parameters: dict) -> int:
     """The padded width the cost model gives every batch: the mean width of the grid's batches without bucketing
     (each padded to its own longest sentence), rounded."""
     plan = data.plans(parameters["corpus"], parameters["batch_size"])[NO_BUCKETING]
     return round(sum(plan.widths) / len(plan.widths))
-
-
-def cost_table(parameters: dict, timesteps: int) -> pd.DataFrame:
-    """Every scheme's modelled step time, its communication, the bytes its busiest link carries per step and
-    the speed-up over one device, for every setting of `cost.SETTINGS`, at the grid's sizes. Each panel's
-    name starts "modelled:", so that no figure of it reads as measured."""
-    from lstmstudy.parallel import cost
-
-    model = cost_model(parameters, timesteps)
-    rows = []
-    for setting in cost.SETTINGS:
-        for e in cost.estimates(model, setting, parameters["micro_batches"]):
-            rows.append({"panel": f"{MODELLED}{setting.name}", "scheme": e.scheme, "devices": e.devices,
-                         "step_ms": e.step_s * 1e3, "comm_ms": e.comm_s * 1e3, "MB_per_step": e.bytes_per_step / 1e6,
-                         "bubble": e.bubble, "speedup": e.speedup})
-    return pd.DataFrame(rows)
-
-
-def assumptions() -> pd.DataFrame:
-    """Every device and link figure the cost model uses, and where its parameter store sits, with its source
-    or the word 'assumption'."""
-    from lstmstudy.parallel import cost
-
-    rows = []
-    for setting in cost.SETTINGS:
-        rows.append({"setting": setting.name, "what": f"device: {setting.device.name}",
-                     "figure": f"{setting.device.achieved_flops / 1e12:g} TFLOP/s achieved, "
-                               f"{setting.device.cell_latency_s * 1e6:g} us per cell update",
-                     "source": setting.device.source})
-        rows.append({"setting": setting.name, "what": f"link: {setting.link.name}",
-                     "figure": f"{setting.link.bandwidth / 1e9:g} GB/s, {setting.link.latency_s * 1e6:g} us",
-                     "source": setting.link.source})
-    rows.append({"setting": "every setting", "what": "parameter store (data parallel)",
-                 "figure": "2 (N - 1) x the gradient bytes over its link per step", "source": cost.STORE_SOURCE})
-    return pd.DataFrame(rows).drop_duplicates(subset=["what", "figure"])
 
 
 def measured_scaling(frame: pd.DataFrame) -> pd.DataFrame:
@@ -378,7 +335,7 @@ def measured_scaling(frame: pd.DataFrame) -> pd.DataFrame:
 
 def model_beside_measured(predicted: pd.DataFrame, measured: pd.DataFrame, panel: str) -> pd.DataFrame:
     """Each measured speed-up without bucketing (`measured_scaling`) beside the modelled one of `panel`
-    (`cost_table`): DDP beside the ring all-reduce, since DDP all-reduces and keeps no parameter store."""
+    (`cost.table`): DDP beside the ring all-reduce, since DDP all-reduces and keeps no parameter store."""
     from lstmstudy.parallel import cost
 
     model = predicted[predicted.panel == panel].replace({"scheme": {cost.RING: DDP}})

@@ -1,20 +1,12 @@
 """The registry of LSTM kernels: every implementation the claims compare, built the same way.
 
-In the spirit of pytorch's `benchmarks/fastrnns`, each kernel is one row (`KernelSpec`) whose factory,
-given a shape, device, precision and phase, returns a `Built` record:
+In the spirit of pytorch's `benchmarks/fastrnns/runner.py`, everything timed is one row of one table, `KERNELS`.
+A row (`KernelSpec`) names the `Recipe` that builds it, `"<module>.<attribute>"` in this package, and the
+options it passes: the Keras rows differ only in their `keras.layers.LSTM` arguments, which the table shows.
+What a recipe returns, a `Built` kernel ready to time and to check, is described in `lstmstudy.kernels.built`.
 
-- `step()` runs one forward pass (`inference`) or one training step (`train`: forward, a mean-squared
-  loss against a fixed target and the backward pass to every parameter's gradient; no optimizer
-  update, so frameworks are compared on the same arithmetic);
-- `sync` is what `timing.measure` must call inside each sample for this device and framework;
-- `forward()` returns the output sequence as a NumPy array (float32), `grads()` the parameter
-  gradients in the canonical layout below, both for the agreement tests;
-- `compute_dtype` is the dtype the LSTM's output really had, checked against the precision asked for
-  (`checked_compute_dtype`), so a row is never labelled with a precision it did not compute in.
-
-Weights are shared through `LSTMWeights`, the canonical PyTorch layout (gate order i, f, g, o;
-`w_ih` (4H, I), `w_hh` (4H, H), `b_ih` and `b_hh` (4H,)), so kernels that compute the standard LSTM
-can be checked against each other before they are timed against each other.
+The recipes are imported only when a row is built or asked where it can run: this module imports without torch,
+TensorFlow or Keras, so the table can be read where none is installed; without Keras, its rows say so.
 
     >>> from lstmstudy import kernels, timing
     >>> from lstmstudy.shapes import LSTMShape
@@ -24,166 +16,129 @@ can be checked against each other before they are timed against each other.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping
+from collections.abc import Mapping
 from dataclasses import dataclass, field
-
-import numpy as np
-import torch
+from typing import TYPE_CHECKING
 
 from lstmstudy.contract import PHASES, PRECISIONS, PointResult, Prepared
 from lstmstudy.errors import Skip, UnknownKernel
 from lstmstudy.hardware import resolve_device
-from lstmstudy.observe import FUSED, NOTHING, Observation
+from lstmstudy.kernels.built import Built, LSTMWeights, Recipe
+from lstmstudy.observe import FUSED
 from lstmstudy.shapes import LSTMShape
-from lstmstudy.timing import Measurement, Sync
 
-#: The dtype each precision computes in, by name (torch's and Keras's names agree).
-DTYPE_NAMES = {"fp32": "float32", "fp16": "float16", "bf16": "bfloat16"}
+if TYPE_CHECKING:
+    import torch
 
-
-def dtype_name(dtype: object) -> str:
-    """A torch dtype's plain name ('float32'), the one results store."""
-    return str(dtype).removeprefix("torch.")
-
-
-class PrecisionMismatch(RuntimeError):
-    """The LSTM computed in another dtype than its precision promises: the sweep stores an error row."""
-
-
-def checked_compute_dtype(name: str, precision: str, dtype: str, mixed: bool) -> str:
-    """`dtype`, the dtype of the LSTM output a kernel's first call produced, once checked against `precision`.
-
-    A kernel that computes in one type (`mixed=False`: its tensors held in it, or a Keras mixed policy,
-    which casts everything to it) must output exactly that type. An autocast kernel (`mixed=True`) may
-    also output float32 (a loop whose cell state stays fp32 while its matmuls run in 16 bits), but never
-    the other 16-bit type: PyTorch's autocast wrapper for cuDNN RNNs casts to fp16 whatever dtype
-    autocast was given, which would otherwise be stored as bf16.
-    """
-    wanted = DTYPE_NAMES[precision]
-    if dtype != wanted and not (mixed and dtype == "float32"):
-        raise PrecisionMismatch(f"{name} at {precision}: the LSTM computed in {dtype}, not {wanted}")
-    return dtype
-
-
-@dataclass
-class LSTMWeights:
-    """Weights of a (possibly multi-layer, bidirectional) LSTM in PyTorch's layout, as NumPy float32.
-
-    `layers[layer][direction]` is a dict with keys `w_ih`, `w_hh`, `b_ih`, `b_hh`.
-    """
-
-    shape: LSTMShape
-    layers: list[list[dict[str, np.ndarray]]]
-
-    @classmethod
-    def random(cls, shape: LSTMShape, seed: int = 0) -> LSTMWeights:
-        """PyTorch's default initialisation, U(-1/sqrt(H), 1/sqrt(H)), from a fixed seed."""
-        rng = np.random.default_rng(seed)
-        bound = 1.0 / np.sqrt(shape.hidden)
-        h4 = 4 * shape.hidden
-
-        def u(*size: int) -> np.ndarray:
-            return rng.uniform(-bound, bound, size=size).astype(np.float32)
-
-        layers = [
-            [{"w_ih": u(h4, shape.layer_input_size(layer)), "w_hh": u(h4, shape.hidden),
-              "b_ih": u(h4), "b_hh": u(h4)} for _ in range(shape.directions)]
-            for layer in range(shape.layers)
-        ]
-        return cls(shape=shape, layers=layers)
-
-
-def make_inputs(shape: LSTMShape, seed: int = 0) -> tuple[np.ndarray, np.ndarray]:
-    """A batch-first input (batch, timesteps, features) and a training target (batch, timesteps, H*dirs)."""
-    rng = np.random.default_rng(seed + 1)
-    x = rng.standard_normal((shape.batch, shape.timesteps, shape.features)).astype(np.float32)
-    target = rng.standard_normal((shape.batch, shape.timesteps, shape.hidden * shape.directions)).astype(np.float32)
-    return x, target
-
-
-@dataclass
-class Built:
-    """A kernel ready to time: see the module docstring for the contract.
-
-    `compute_dtype` ("float32", "bfloat16", "float16") is the dtype of the LSTM output sequence from the
-    kernel's first call, i.e. the dtype its state was carried in: it equals the precision's dtype, except
-    for autocast kernels whose cell state stays float32 (their matmuls still run in 16 bits), which say
-    "float32" rather than claim a 16-bit computation they only partly did.
-    """
-
-    name: str
-    shape: LSTMShape
-    device: torch.device
-    precision: str
-    phase: str
-    step: Callable[[], object]
-    sync: Sync | None
-    compute_dtype: str
-    forward: Callable[[], np.ndarray] | None = None  # None for whole-model workloads, which are only timed
-    grads: Callable[[], list[list[dict[str, np.ndarray]]]] | None = None
-    #: what one step computes, when the shape's LSTM formula does not say it (models, plans, the GEMM)
-    flops: float | None = None
-    #: what really ran (`lstmstudy.observe`), profiled once when first asked; and what a traced graph predicts
-    observe: Callable[[], Observation] = field(default=lambda: NOTHING)
-    predicted_kernel: str = ""
-
-    def observed_kernel(self) -> str:
-        """The label of what really ran (`lstmstudy.observe`'s vocabulary)."""
-        return self.observe().kernel
-
-
-#: factory(shape, device, precision, phase, weights, config) -> Built; `config` is a point's extra parameters
-Factory = Callable[..., Built]
+    from lstmstudy.timing import Measurement
 
 
 @dataclass(frozen=True)
 class KernelSpec:
-    """One row of the registry."""
+    """One row of the registry: a kernel's name, what it is, and the recipe (with options) that builds it."""
 
     name: str
     description: str
-    factory: Factory
+    #: the `Recipe` that builds it, as "<module>.<attribute>" in this package (`torch_kernels.fused`)
+    recipe: str
     #: True when the kernel computes the standard LSTM (sigmoid/tanh, biases): it must agree numerically.
     standard: bool = True
-    #: Returns why the kernel cannot run on a device at a precision, or None when it can.
-    unavailable: Callable[[torch.device, str], str | None] = field(default=lambda device, precision: None)
     #: the device kinds on which this kernel is a vendor-fused baseline: observed running anything else
     #: there, its row is an error, never a ratio
     fused_on: tuple[str, ...] = ()
     #: a whole model or the GEMM (`kernels.workloads`), not one LSTM layer: timed, never checked numerically
     workload: bool = False
+    #: keyword arguments of the recipe's `build`: a Keras row's `keras.layers.LSTM` arguments
+    options: Mapping[str, object] = field(default_factory=dict)
 
     @property
     def framework(self) -> str:
         return self.name.split(".", 1)[0]
 
-
-REGISTRY: dict[str, KernelSpec] = {}
-
-
-def register(spec: KernelSpec) -> KernelSpec:
-    if spec.name in REGISTRY:
-        raise ValueError(f"kernel {spec.name!r} is registered twice")
-    REGISTRY[spec.name] = spec
-    return spec
+    def unavailable(self, device: torch.device, precision: str) -> str | None:
+        """Why the kernel cannot run on `device` at `precision`, or None when it can."""
+        return resolve(self.recipe).unavailable(device, precision)
 
 
-def _load_all() -> None:
-    """Import the framework modules, which register their kernels (Keras only when it is installed).
+#: Everything timed, one row each: its first line says what builds it, the description what it is (claim pages
+#: quote it).
+KERNELS: tuple[KernelSpec, ...] = (
+    # one LSTM (a stack of layers, possibly bidirectional) in PyTorch: `torch_kernels`
+    KernelSpec("torch.fused", recipe="torch_kernels.fused", fused_on=("cuda", "cpu"),
+               description="nn.LSTM: cuDNN on a GPU, oneDNN on a CPU (the vendor-fused kernel)"),
+    KernelSpec("torch.native", recipe="torch_kernels.native",
+               description="nn.LSTM with cuDNN/oneDNN disabled: ATen's generic C++ loop"),
+    KernelSpec("torch.cell_loop", recipe="torch_kernels.cell_loop",
+               description="Python loop over nn.LSTMCell per layer and direction (op by op)"),
+    KernelSpec("torch.custom_activation", recipe="torch_kernels.custom_activation", standard=False,
+               description="Python loop over an LSTM cell with LeakyReLU(0.05) instead of tanh"),
+    KernelSpec("torch.compiled", recipe="torch_kernels.compiled", standard=False,
+               description="the LeakyReLU cell loop under torch.compile (Inductor)"),
+    KernelSpec("torch.raw", recipe="torch_kernels.raw", fused_on=("cuda", "cpu"),
+               description="torch._VF.lstm on pre-flattened, pre-cast weights; CUDA graph for GPU inference"),
+    KernelSpec("torch.raw_noinput", recipe="torch_kernels.raw_noinput",
+               description="the recurrence only (input GEMM precomputed), like DeepBench's CUDNN_SKIP_INPUT"),
+    # the same in Keras, keras.layers.LSTM(**options): `keras_kernels`
+    KernelSpec("keras.cudnn_auto", recipe="keras_kernels.stacked", fused_on=("cuda",),
+               description="keras.layers.LSTM with its defaults (use_cudnn='auto'): cuDNN where the backend sees a "
+                           "GPU, else generic"),
+    KernelSpec("keras.generic", recipe="keras_kernels.stacked", options={"use_cudnn": False},
+               description="use_cudnn=False: Keras's generic kernel (implementation 2: one fused matmul per step) "
+                           "even on a GPU"),
+    KernelSpec("keras.relu", recipe="keras_kernels.stacked", options={"activation": "relu"}, standard=False,
+               description="activation='relu': not the standard LSTM, and not cuDNN-eligible, so Keras silently "
+                           "runs the generic kernel"),
+    KernelSpec("keras.recurrent_dropout", recipe="keras_kernels.stacked", options={"recurrent_dropout": 0.2, "seed": 0},
+               description="recurrent_dropout=0.2: blocks cuDNN even in inference, where it computes the standard "
+                           "LSTM; its train step draws a fresh dropout mask on h(t-1) per gate and call, so its "
+                           "gradients are not the reference's"),
+    KernelSpec("keras.unroll", recipe="keras_kernels.stacked", options={"unroll": True},
+               description="unroll=True: the time loop unrolled into the graph (no while loop), which cuDNN cannot "
+                           "run"),
+    KernelSpec("keras.no_bias", recipe="keras_kernels.stacked", options={"use_bias": False}, standard=False,
+               description="use_bias=False: blocks cuDNN; computes the LSTM without biases, so it matches the "
+                           "reference only when the biases are zero (it ignores LSTMWeights' biases and has no bias "
+                           "gradients)"),
+    KernelSpec("keras.impl1", recipe="keras_kernels.stacked", options={"implementation": 1, "use_cudnn": False},
+               description="the paper's TF mode 1: implementation=1 (four smaller matmuls per step), generic kernel "
+                           "(use_cudnn=False)"),
+    KernelSpec("keras.impl2", recipe="keras_kernels.stacked", options={"implementation": 2, "use_cudnn": False},
+               description="the paper's TF mode 2: implementation=2 (one fused matmul per step), generic kernel "
+                           "(use_cudnn=False); the same configuration as keras.generic, named for the paper"),
+    # whole models, padding plans and the GEMM: `workloads`, timed, never checked against the reference LSTM
+    KernelSpec("keras.blog_model", recipe="workloads.keras_blog_model", standard=False, workload=True,
+               description="the blog post's Keras autoencoder, train_on_batch / predict_on_batch"),
+    KernelSpec("keras.autoencoder", recipe="workloads.keras_model", standard=False, workload=True,
+               description="the blog's autoencoder in Keras (ReLU(0.05) first layer), train_on_batch"),
+    KernelSpec("keras.bilstm_imdb", recipe="workloads.keras_model", standard=False, workload=True,
+               description="Keras's IMDb Bidirectional LSTM, train_on_batch"),
+    KernelSpec("torch.autoencoder", recipe="workloads.torch_model", standard=False, workload=True,
+               description="the blog's autoencoder in PyTorch (tanh cells), one Adam step"),
+    KernelSpec("torch.bilstm_imdb", recipe="workloads.torch_model", standard=False, workload=True,
+               description="Keras's IMDb Bidirectional LSTM in PyTorch, one Adam step"),
+    KernelSpec("torch.padded", recipe="workloads.torch_plan_padded", standard=False, workload=True,
+               description="nn.LSTM trained on a plan's padded batches (every padded step computed)"),
+    KernelSpec("torch.packed", recipe="workloads.torch_plan_packed", standard=False, workload=True,
+               description="nn.LSTM trained on a plan's batches packed (pack_padded_sequence)"),
+    KernelSpec("keras.masked", recipe="workloads.keras_masked", standard=False, workload=True,
+               description="Masking + Keras LSTMs trained on a plan's padded batches"),
+    KernelSpec("gemm", recipe="workloads.gemm", standard=False, workload=True,
+               description="an n x n x n matrix product: the roofline (config n)"),
+)
+REGISTRY: dict[str, KernelSpec] = {k.name: k for k in KERNELS}
 
-    Cheap after the first call (Python caches imports); called on every lookup, because importing one
-    framework module directly (as the explainer does) must not hide the other's rows.
-    """
-    from lstmstudy.kernels import torch_kernels, workloads  # noqa: F401
 
-    try:
-        from lstmstudy.kernels import keras_kernels  # noqa: F401
-    except ImportError:  # pragma: no cover - keras is a dependency; this keeps torch-only installs usable
-        pass
+def resolve(recipe: str) -> Recipe:
+    """The `Recipe` a row names ("torch_kernels.fused"), imported on first use: the framework modules import torch,
+    which reading the table must not need. Looked up on every call, so a test may replace a module's recipe."""
+    from lstmstudy.kernels import keras_kernels, torch_kernels, workloads
+
+    module, attribute = recipe.split(".")
+    modules = {"keras_kernels": keras_kernels, "torch_kernels": torch_kernels, "workloads": workloads}
+    return getattr(modules[module], attribute)
 
 
 def spec(name: str) -> KernelSpec:
-    _load_all()
     try:
         return REGISTRY[name]
     except KeyError:
@@ -192,13 +147,18 @@ def spec(name: str) -> KernelSpec:
 
 def names(*, workloads: bool = False) -> list[str]:
     """The LSTM kernels (and, with `workloads`, the whole models and the GEMM too), sorted."""
-    _load_all()
     return sorted(name for name, row in REGISTRY.items() if workloads or not row.workload)
+
+
+def _device(device: str | torch.device) -> torch.device:
+    import torch
+
+    return device if isinstance(device, torch.device) else resolve_device(device)
 
 
 def available(device: str | torch.device = "cpu", precision: str = "fp32") -> dict[str, str | None]:
     """Every kernel with the reason it cannot run on `device` at `precision` (None: it can)."""
-    dev = device if isinstance(device, torch.device) else resolve_device(device)
+    dev = _device(device)
     return {name: spec(name).unavailable(dev, precision) for name in names()}
 
 
@@ -214,12 +174,13 @@ def build(name: str, shape: LSTMShape, device: str | torch.device = "cpu", preci
         raise ValueError(f"precision must be one of {PRECISIONS}, got {precision!r}")
     if phase not in PHASES:
         raise ValueError(f"phase must be one of {PHASES}, got {phase!r}")
-    dev = device if isinstance(device, torch.device) else resolve_device(device)
-    if reason := row.unavailable(dev, precision):
+    dev = _device(device)
+    recipe = resolve(row.recipe)
+    if reason := recipe.unavailable(dev, precision):
         raise Skip(f"{name} at {precision} on {dev.type}: {reason}")
     if weights is None and not row.workload:  # whole models keep their frameworks' own initialisation
         weights = LSTMWeights.random(shape, seed)
-    return row.factory(shape, dev, precision, phase, weights, dict(config or {}))
+    return recipe.build(name, shape, dev, precision, phase, weights, dict(config or {}), **row.options)
 
 
 class NotFused(RuntimeError):

@@ -1,8 +1,8 @@
-"""Keras 3 LSTM kernels: one builder, parameterised by the keyword arguments of `keras.layers.LSTM`.
+"""Keras 3 LSTM kernels: one recipe, `stacked`, parameterised by the keyword arguments of `keras.layers.LSTM`.
 
-The rows below differ only in those arguments, which is the point of the study: each argument that
-breaks cuDNN's criteria (see `lstmstudy.kernels.criteria`) sends Keras to its generic kernel without
-a word. Keras 3 does not warn.
+The registry's Keras rows (`lstmstudy.kernels.KERNELS`) differ only in those arguments, their `options`, which
+is the point of the study: each argument that breaks cuDNN's criteria (see `lstmstudy.kernels.criteria`) sends
+Keras to its generic kernel without a word. Keras 3 does not warn.
 
 - TensorFlow backend (the default): the step is a `tf.function`, traced once here, so every timed
   call runs the same graph. On a machine where TensorFlow sees no GPU, `keras.cudnn_auto` traces the
@@ -17,11 +17,11 @@ Weights come in through `LSTMWeights` (PyTorch layout): Keras's `kernel` (I, 4H)
 compute in the policy's dtype: the model's output must have it (`Built.compute_dtype`).
 Keras itself is imported on first use: TensorFlow takes seconds to import, and the registry should not;
 on the torch backend this module never imports TensorFlow (only `tf_sync` and the TensorFlow runner do).
+Without Keras installed this module still imports, and `unavailable` says so, so the torch rows stay usable.
 """
 
 from __future__ import annotations
 
-import importlib.util
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from functools import cache, partial
@@ -31,20 +31,10 @@ import torch
 
 from lstmstudy.backends import ieee_fp32, import_keras, keras_backend
 from lstmstudy.errors import Skip
-from lstmstudy.kernels import (
-    Built,
-    KernelSpec,
-    LSTMWeights,
-    checked_compute_dtype,
-    make_inputs,
-    register,
-)
+from lstmstudy.kernels.built import Built, LSTMWeights, Recipe, checked_compute_dtype, make_inputs
 from lstmstudy.observe import NOTHING, Observation, classify_graph, observe
 from lstmstudy.shapes import LSTMShape
 from lstmstudy.timing import Sync, sync_for, tf_sync
-
-if importlib.util.find_spec("keras") is None:  # `kernels._load_all` then registers the torch kernels only
-    raise ImportError("keras is not installed")
 
 #: Keras dtype policy per precision: mixed policies keep float32 weights and compute in 16 bits.
 POLICIES = {"fp32": "float32", "fp16": "mixed_float16", "bf16": "mixed_bfloat16"}
@@ -52,9 +42,11 @@ POLICIES = {"fp32": "float32", "fp16": "mixed_float16", "bf16": "mixed_bfloat16"
 
 def unavailable(device: torch.device, precision: str) -> str | None:
     """Why the Keras kernels cannot run on `device` with the installed backend, or None."""
+    name = keras_backend()
+    if not name:
+        return "keras is not installed"
     if device.type not in ("cpu", "cuda"):
         return f"Keras kernels run on 'cpu' or 'cuda', not {device.type!r}"
-    name = keras_backend()
     if name not in ("tensorflow", "torch"):
         return f"Keras backend {name!r} is not supported here; set KERAS_BACKEND to tensorflow or torch"
     if device.type == "cpu":
@@ -84,8 +76,8 @@ class _Runner:
     predicted_kernel: str = ""
 
 
-def _build(name: str, layer_kwargs: dict[str, object], shape: LSTMShape, device: torch.device,
-           precision: str, phase: str, weights: LSTMWeights, config: Mapping[str, object]) -> Built:
+def _build(name: str, shape: LSTMShape, device: torch.device, precision: str, phase: str, weights: LSTMWeights,
+           config: Mapping[str, object], **layer_kwargs: object) -> Built:
     """Build `shape.layers` stacked `keras.layers.LSTM(**layer_kwargs)` layers loaded with `weights`."""
     if weights.shape != shape:
         raise ValueError(f"weights are for {weights.shape}, not {shape}")
@@ -250,54 +242,5 @@ def _torch_runner(keras, model, variables: list[object], x: np.ndarray, target: 
     return _Runner(step=step, sync=sync, infer=infer, observe=cache(partial(observe, [step], device)))
 
 
-LAYER_KWARGS: dict[str, dict[str, object]] = {}
-
-
-def layer_kwargs(name: str) -> dict[str, object]:
-    """The `keras.layers.LSTM` arguments of a registered Keras kernel (to build the same layer elsewhere)."""
-    return dict(LAYER_KWARGS[name])
-
-
-def _keras_kernel(name: str, description: str, standard: bool = True, fused_on: tuple[str, ...] = (),
-                  **layer_kwargs: object) -> KernelSpec:
-    """A registry row: `keras.layers.LSTM(**layer_kwargs)` stacked and built by `_build`."""
-    LAYER_KWARGS[name] = layer_kwargs
-    return KernelSpec(name=name, description=description, factory=partial(_build, name, layer_kwargs),
-                      standard=standard, unavailable=unavailable, fused_on=fused_on)
-
-
-register(_keras_kernel(
-    "keras.cudnn_auto",
-    "keras.layers.LSTM with its defaults (use_cudnn='auto'): cuDNN where the backend sees a GPU, else generic",
-    fused_on=("cuda",)))
-register(_keras_kernel(
-    "keras.generic",
-    "use_cudnn=False: Keras's generic kernel (implementation 2: one fused matmul per step) even on a GPU",
-    use_cudnn=False))
-register(_keras_kernel(
-    "keras.relu",
-    "activation='relu': not the standard LSTM, and not cuDNN-eligible, so Keras silently runs the generic kernel",
-    standard=False, activation="relu"))
-register(_keras_kernel(
-    "keras.recurrent_dropout",
-    "recurrent_dropout=0.2: blocks cuDNN even in inference, where it computes the standard LSTM; its train "
-    "step draws a fresh dropout mask on h(t-1) per gate and call, so its gradients are not the reference's",
-    recurrent_dropout=0.2, seed=0))
-register(_keras_kernel(
-    "keras.unroll",
-    "unroll=True: the time loop unrolled into the graph (no while loop), which cuDNN cannot run",
-    unroll=True))
-register(_keras_kernel(
-    "keras.no_bias",
-    "use_bias=False: blocks cuDNN; computes the LSTM without biases, so it matches the reference only when "
-    "the biases are zero (it ignores LSTMWeights' biases and has no bias gradients)",
-    standard=False, use_bias=False))
-register(_keras_kernel(
-    "keras.impl1",
-    "the paper's TF mode 1: implementation=1 (four smaller matmuls per step), generic kernel (use_cudnn=False)",
-    implementation=1, use_cudnn=False))
-register(_keras_kernel(
-    "keras.impl2",
-    "the paper's TF mode 2: implementation=2 (one fused matmul per step), generic kernel (use_cudnn=False); "
-    "the same configuration as keras.generic, named for the paper",
-    implementation=2, use_cudnn=False))
+#: every Keras LSTM row: `shape.layers` stacked `keras.layers.LSTM(**options)`, the row's options
+stacked = Recipe(_build, unavailable=unavailable)

@@ -1,7 +1,7 @@
-"""PyTorch's LSTM kernels, from the vendor-fused op down to a Python loop, registered for the claims.
+"""PyTorch's LSTM kernels, from the vendor-fused op down to a Python loop: the recipes of the registry's torch rows.
 
-Seven rows, all built from the same `LSTMWeights` so the standard ones can be checked against each
-other before they are timed against each other:
+Seven recipes, one per row of `lstmstudy.kernels.KERNELS` and named after it, all built from the same
+`LSTMWeights` so the standard ones can be checked against each other before they are timed against each other:
 
 - `torch.fused`: `nn.LSTM`, which dispatches to cuDNN on a GPU and to oneDNN on a CPU;
 - `torch.native`: the same module with the vendor library switched off, i.e. ATen's generic C++ loop;
@@ -20,7 +20,7 @@ nn.LSTM rows on a GPU, see `_holds_compute_type`), and on a GPU fp32 pinned to I
 (`torch.backends.cudnn.rnn.fp32_precision == "tf32"`) while cuBLAS matmuls default to IEEE: left alone,
 "fp32" fused-vs-generic would compare TF32 with FP32. Each build reads the dtype its LSTM output really
 has (`Built.compute_dtype`) and refuses a mismatch with the precision asked for
-(`kernels.checked_compute_dtype`).
+(`built.checked_compute_dtype`).
 """
 
 from __future__ import annotations
@@ -38,15 +38,14 @@ from torch.profiler import ProfilerActivity, profile
 
 from lstmstudy.backends import ieee_fp32, torch_flag
 from lstmstudy.errors import Skip
-from lstmstudy.kernels import (
+from lstmstudy.kernels.built import (
     DTYPE_NAMES,
     Built,
-    KernelSpec,
     LSTMWeights,
+    Recipe,
     checked_compute_dtype,
     dtype_name,
     make_inputs,
-    register,
 )
 from lstmstudy.observe import observe
 from lstmstudy.shapes import LSTMShape
@@ -340,11 +339,12 @@ def _assemble(name: str, shape: LSTMShape, device: torch.device, precision: str,
     forward_out, observed = infer, [step]
     if graph and phase == "inference" and device.type == "cuda":
         cuda_graph, static_out = _capture(name, infer, device)
-        step, observed = cuda_graph.replay, [infer, cuda_graph.replay]
 
-        def forward_out() -> Tensor:
+        def replayed() -> Tensor:
             cuda_graph.replay()
             return static_out
+
+        step, observed, forward_out = cuda_graph.replay, [infer, cuda_graph.replay], replayed
 
     out = _first_call(name, precision, forward_out if phase == "inference" else lambda: train()[0])
     return Built(
@@ -363,52 +363,43 @@ def _input(shape: LSTMShape, device: torch.device, dtype: torch.dtype = torch.fl
 
 # --- the factories --------------------------------------------------------------------------------
 
-def _module_factory(vendor: bool):
+def _module(name: str, shape: LSTMShape, device: torch.device, precision: str, phase: str, weights: LSTMWeights,
+            config: Mapping[str, object], *, vendor: bool) -> Built:
     """`torch.fused` (vendor=True) and `torch.native` (vendor=False): nn.LSTM, library on or off."""
-    name = "torch.fused" if vendor else "torch.native"
-
-    def factory(shape: LSTMShape, device: torch.device, precision: str, phase: str, weights: LSTMWeights,
-                config: Mapping[str, object]) -> Built:
-        held = _holds_compute_type(device, precision)
-        dtype = DTYPES[precision] if held else torch.float32
-        module = nn.LSTM(shape.features, shape.hidden, num_layers=shape.layers, bidirectional=shape.bidirectional,
-                         batch_first=True, device=device, dtype=dtype)
-        params = _load(_lstm_canonical(module), weights)
-        module.flatten_parameters()
-        module.train(phase == "train")  # eval for inference: cuDNN then keeps no training workspace
-        x = _input(shape, device, dtype)
-        return _assemble(name, shape, device, precision, phase, run=lambda: module(x)[0],
-                         grad_inputs=_flat(params), to_canonical=partial(_regroup, like=params), vendor=vendor,
-                         autocast=not held)
-
-    return factory
+    held = _holds_compute_type(device, precision)
+    dtype = DTYPES[precision] if held else torch.float32
+    module = nn.LSTM(shape.features, shape.hidden, num_layers=shape.layers, bidirectional=shape.bidirectional,
+                     batch_first=True, device=device, dtype=dtype)
+    params = _load(_lstm_canonical(module), weights)
+    module.flatten_parameters()
+    module.train(phase == "train")  # eval for inference: cuDNN then keeps no training workspace
+    x = _input(shape, device, dtype)
+    return _assemble(name, shape, device, precision, phase, run=lambda: module(x)[0],
+                     grad_inputs=_flat(params), to_canonical=partial(_regroup, like=params), vendor=vendor,
+                     autocast=not held)
 
 
-def _loop_factory(name: str, cell: type[nn.LSTMCell], compiled: bool = False):
+def _loop(name: str, shape: LSTMShape, device: torch.device, precision: str, phase: str, weights: LSTMWeights,
+          config: Mapping[str, object], *, cell: type[nn.LSTMCell], compiled: bool = False) -> Built:
     """`torch.cell_loop`, `torch.custom_activation` and `torch.compiled`: a CellStack of `cell`.
 
     Compiling resets torch.compile's caches first (as torchbench does between models): every build
     shares `CellStack.forward`'s code, and past dynamo's recompile limit (8) a new shape would run
     eagerly without error. An earlier `torch.compiled` build then recompiles on its next call.
     """
-
-    def factory(shape: LSTMShape, device: torch.device, precision: str, phase: str, weights: LSTMWeights,
-                config: Mapping[str, object]) -> Built:
-        stack = CellStack(shape, cell).to(device)
-        params = _load(stack.canonical(), weights)
-        if compiled:
-            torch.compiler.reset()
-        model = torch.compile(stack) if compiled else stack
-        x = _input(shape, device)
-        try:  # compilation happens in this first call, inside _assemble, so timing excludes it
-            return _assemble(name, shape, device, precision, phase, run=lambda: model(x),
-                             grad_inputs=_flat(params), to_canonical=partial(_regroup, like=params))
-        except Exception as exc:
-            if not compiled or isinstance(exc, Skip):
-                raise
-            raise Skip(f"{name}: torch.compile failed here ({_first_line(exc)})") from exc
-
-    return factory
+    stack = CellStack(shape, cell).to(device)
+    params = _load(stack.canonical(), weights)
+    if compiled:
+        torch.compiler.reset()
+    model = torch.compile(stack) if compiled else stack
+    x = _input(shape, device)
+    try:  # compilation happens in this first call, inside _assemble, so timing excludes it
+        return _assemble(name, shape, device, precision, phase, run=lambda: model(x),
+                         grad_inputs=_flat(params), to_canonical=partial(_regroup, like=params))
+    except Exception as exc:
+        if not compiled or isinstance(exc, Skip):
+            raise
+        raise Skip(f"{name}: torch.compile failed here ({_first_line(exc)})") from exc
 
 
 def _raw_weights(shape: LSTMShape, device: torch.device, precision: str, weights: LSTMWeights) -> Canonical:
@@ -424,8 +415,8 @@ def _raw_weights(shape: LSTMShape, device: torch.device, precision: str, weights
     return params
 
 
-def raw_factory(shape: LSTMShape, device: torch.device, precision: str, phase: str, weights: LSTMWeights,
-                config: Mapping[str, object]) -> Built:
+def _raw(name: str, shape: LSTMShape, device: torch.device, precision: str, phase: str, weights: LSTMWeights,
+         config: Mapping[str, object]) -> Built:
     """`torch.raw`: `torch._VF.lstm` on pre-flattened, pre-cast weights (no module, no autocast).
 
     Weights and input are held in the compute type, as DeepBench does, so no per-call cast is timed.
@@ -442,12 +433,12 @@ def raw_factory(shape: LSTMShape, device: torch.device, precision: str, phase: s
         return torch._VF.lstm(x, (zeros, zeros), flat, True, shape.layers, 0.0, training,
                               shape.bidirectional, True)[0]
 
-    return _assemble("torch.raw", shape, device, precision, phase, run=run, grad_inputs=flat,
+    return _assemble(name, shape, device, precision, phase, run=run, grad_inputs=flat,
                      to_canonical=partial(_regroup, like=params), vendor=True, autocast=False, graph=True)
 
 
-def raw_noinput_factory(shape: LSTMShape, device: torch.device, precision: str, phase: str,
-                        weights: LSTMWeights, config: Mapping[str, object]) -> Built:
+def _raw_noinput(name: str, shape: LSTMShape, device: torch.device, precision: str, phase: str,
+                 weights: LSTMWeights, config: Mapping[str, object]) -> Built:
     """`torch.raw_noinput`: the recurrence alone, like DeepBench's `CUDNN_SKIP_INPUT` runs.
 
     PyTorch exposes no skip-input mode, so the honest simplest equivalent is used: the input
@@ -461,7 +452,7 @@ def raw_noinput_factory(shape: LSTMShape, device: torch.device, precision: str, 
     gradients outside the step, so the result compares with every other kernel.
     """
     if shape.layers != 1:
-        raise Skip(f"torch.raw_noinput times the first layer's recurrence only; got layers={shape.layers}")
+        raise Skip(f"{name} times the first layer's recurrence only; got layers={shape.layers}")
     dtype = DTYPES[precision]
     params = _raw_weights(shape, device, precision, weights)[0]
     x = _input(shape, device)
@@ -488,31 +479,17 @@ def raw_noinput_factory(shape: LSTMShape, device: torch.device, precision: str, 
                         "w_hh": dw.float().cpu().numpy(), "b_ih": bias, "b_hh": bias.copy()})
         return [out]
 
-    return _assemble("torch.raw_noinput", shape, device, precision, phase, run=run,
+    return _assemble(name, shape, device, precision, phase, run=run,
                      grad_inputs=[*w_hh, *gates_x], to_canonical=to_canonical, autocast=False, graph=True)
 
 
-register(KernelSpec(
-    "torch.fused", "nn.LSTM: cuDNN on a GPU, oneDNN on a CPU (the vendor-fused kernel)",
-    _module_factory(vendor=True), unavailable=lambda d, p: _vendor_unavailable(d, p) or _autocast_unavailable(d, p),
-    fused_on=("cuda", "cpu")))
-register(KernelSpec(
-    "torch.native", "nn.LSTM with cuDNN/oneDNN disabled: ATen's generic C++ loop",
-    _module_factory(vendor=False), unavailable=_autocast_unavailable))
-register(KernelSpec(
-    "torch.cell_loop", "Python loop over nn.LSTMCell per layer and direction (op by op)",
-    _loop_factory("torch.cell_loop", nn.LSTMCell), unavailable=_autocast_unavailable))
-register(KernelSpec(
-    "torch.custom_activation", "Python loop over an LSTM cell with LeakyReLU(0.05) instead of tanh",
-    _loop_factory("torch.custom_activation", LeakyLSTMCell), standard=False, unavailable=_autocast_unavailable))
-register(KernelSpec(
-    "torch.compiled", "the LeakyReLU cell loop under torch.compile (Inductor)",
-    _loop_factory("torch.compiled", LeakyLSTMCell, compiled=True), standard=False,
-    unavailable=_compile_unavailable))
-register(KernelSpec(
-    "torch.raw", "torch._VF.lstm on pre-flattened, pre-cast weights; CUDA graph for GPU inference",
-    raw_factory, unavailable=lambda d, p: _vendor_unavailable(d, p) or _dtype_unavailable(d, p),
-    fused_on=("cuda", "cpu")))
-register(KernelSpec(
-    "torch.raw_noinput", "the recurrence only (input GEMM precomputed), like DeepBench's CUDNN_SKIP_INPUT",
-    raw_noinput_factory, unavailable=_dtype_unavailable))
+# --- the recipes the registry (`lstmstudy.kernels.KERNELS`) names ---------------------------------
+
+fused = Recipe(partial(_module, vendor=True),
+               unavailable=lambda d, p: _vendor_unavailable(d, p) or _autocast_unavailable(d, p))
+native = Recipe(partial(_module, vendor=False), unavailable=_autocast_unavailable)
+cell_loop = Recipe(partial(_loop, cell=nn.LSTMCell), unavailable=_autocast_unavailable)
+custom_activation = Recipe(partial(_loop, cell=LeakyLSTMCell), unavailable=_autocast_unavailable)
+compiled = Recipe(partial(_loop, cell=LeakyLSTMCell, compiled=True), unavailable=_compile_unavailable)
+raw = Recipe(_raw, unavailable=lambda d, p: _vendor_unavailable(d, p) or _dtype_unavailable(d, p))
+raw_noinput = Recipe(_raw_noinput, unavailable=_dtype_unavailable)

@@ -1,4 +1,4 @@
-"""Everything timed that is not one LSTM layer, registered like the kernels: whole models and the GEMM.
+"""Everything timed that is not one LSTM layer, in the registry like the kernels: whole models and the GEMM.
 
 - `keras.blog_model`: the blog post's autoencoder as its user runs it (`train_on_batch`, `predict_on_batch`);
 - `keras.autoencoder`, `torch.autoencoder`, `keras.bilstm_imdb`, `torch.bilstm_imdb`: the blog's autoencoder
@@ -8,8 +8,8 @@
   padding or bucketing plan (`data.sample_for`);
 - `gemm`: an n x n x n matrix product, the roofline every LSTM is judged against.
 
-Each factory follows the registry's contract, `factory(shape, device, precision, phase, weights, config)`;
-`config` carries what a shape cannot say (the activation, the vocabulary, the plan), and `weights` is
+Each recipe follows the registry's contract (`built.Recipe`), `build(name, shape, device, precision, phase,
+weights, config)`; `config` carries what a shape cannot say (the activation, the vocabulary, the plan), and `weights` is
 unused: these models keep their frameworks' seeded initialisation, since they are timed, not checked
 against the reference LSTM. `Built.flops` counts what a step computes (the LSTM layers only, for models).
 """
@@ -26,7 +26,7 @@ from torch import nn
 from lstmstudy import data
 from lstmstudy.backends import import_keras, keras_backend
 from lstmstudy.errors import Skip
-from lstmstudy.kernels import Built, KernelSpec, LSTMWeights, dtype_name, register
+from lstmstudy.kernels.built import Built, LSTMWeights, Recipe, dtype_name
 from lstmstudy.kernels.criteria import explain_cudnn
 from lstmstudy.kernels.torch_kernels import DTYPES
 from lstmstudy.observe import (
@@ -145,19 +145,19 @@ def workload_flops(shape: LSTMShape, config: Mapping[str, object]) -> float:
     return shape.flops("train")
 
 
-def blog_factory(shape: LSTMShape, device: torch.device, precision: str, phase: str, weights: LSTMWeights,
-                 config: Mapping[str, object]) -> Built:
+def _blog(name: str, shape: LSTMShape, device: torch.device, precision: str, phase: str, weights: LSTMWeights,
+          config: Mapping[str, object]) -> Built:
     """`keras.blog_model`: the post's model at `shape` (layers=2), `config["activation"]`."""
     rng = np.random.default_rng(0)
     x = rng.standard_normal((shape.batch, shape.timesteps, shape.features)).astype("float32")
     y = rng.standard_normal((shape.batch, shape.features)).astype("float32")
     make = partial(blog_autoencoder, batch=shape.batch, timesteps=shape.timesteps, features=shape.features,
                    activation=str(config["activation"]), hidden=shape.hidden)
-    return _keras_model_row("keras.blog_model", shape, device, precision, phase, make, x, y, flops=None)
+    return _keras_model_row(name, shape, device, precision, phase, make, x, y, flops=None)
 
 
-def keras_workload_factory(shape: LSTMShape, device: torch.device, precision: str, phase: str,
-                           weights: LSTMWeights, config: Mapping[str, object]) -> Built:
+def _keras_workload(name: str, shape: LSTMShape, device: torch.device, precision: str, phase: str,
+                    weights: LSTMWeights, config: Mapping[str, object]) -> Built:
     """`keras.autoencoder` and `keras.bilstm_imdb`: one `train_on_batch`. On a CPU no layer may pick cuDNN
     (`use_cudnn=False`), which keeps TensorFlow from placing a traced cuDNN op on a GPU it also sees."""
     use_cudnn = False if device.type == "cpu" else "auto"
@@ -167,8 +167,7 @@ def keras_workload_factory(shape: LSTMShape, device: torch.device, precision: st
     else:
         make = partial(_bilstm_imdb, shape, int(config["vocab"]), use_cudnn)
     x, y = _workload_data(shape, config)
-    return _keras_model_row(f"keras.{config['workload']}", shape, device, precision, "train", make, x, y,
-                            flops=workload_flops(shape, config))
+    return _keras_model_row(name, shape, device, precision, "train", make, x, y, flops=workload_flops(shape, config))
 
 
 class TorchAutoencoder(nn.Module):
@@ -202,10 +201,9 @@ class TorchBiLSTM(nn.Module):
         return self.dense(self.dropout(torch.cat([h[0], h[1]], dim=1)))  # a logit; the loss applies the sigmoid
 
 
-def torch_workload_factory(shape: LSTMShape, device: torch.device, precision: str, phase: str,
-                           weights: LSTMWeights, config: Mapping[str, object]) -> Built:
+def _torch_workload(name: str, shape: LSTMShape, device: torch.device, precision: str, phase: str,
+                    weights: LSTMWeights, config: Mapping[str, object]) -> Built:
     """`torch.autoencoder` and `torch.bilstm_imdb`: one Adam training step."""
-    name = f"torch.{config['workload']}"
     _fp32_only(name, precision)
     torch.manual_seed(0)
     x_np, y_np = _workload_data(shape, config)
@@ -237,44 +235,39 @@ def _plan_flops(name: str, shape: LSTMShape, sample: data.BatchPlan) -> float:
     return shape.flops("train") / (shape.batch * shape.timesteps) * steps
 
 
-def torch_plan_factory(packed: bool):
+def _torch_plan(name: str, shape: LSTMShape, device: torch.device, precision: str, phase: str,
+                weights: LSTMWeights, config: Mapping[str, object], *, packed: bool) -> Built:
     """`torch.padded` (every padded step computed) and `torch.packed` (`pack_padded_sequence`): one pass of
     SGD steps over the sampled batches, a masked mean-squared loss against the input."""
-    name = "torch.packed" if packed else "torch.padded"
+    _fp32_only(name, precision)
+    sample = data.sample_for(dict(config))
+    torch.manual_seed(0)
+    lstm = nn.LSTM(shape.features, shape.hidden, shape.layers, batch_first=True).to(device)
+    head = nn.Linear(shape.hidden, shape.features).to(device)
+    optimizer = torch.optim.SGD([*lstm.parameters(), *head.parameters()], lr=0.01)
+    batches = data.torch_batches(sample.lengths, sample, shape.features, device=device)
+    masks = [(torch.arange(x.shape[1])[None, :] < lens[:, None]).to(device=device, dtype=x.dtype)
+             for x, lens in batches]
 
-    def factory(shape: LSTMShape, device: torch.device, precision: str, phase: str, weights: LSTMWeights,
-                config: Mapping[str, object]) -> Built:
-        _fp32_only(name, precision)
-        sample = data.sample_for(dict(config))
-        torch.manual_seed(0)
-        lstm = nn.LSTM(shape.features, shape.hidden, shape.layers, batch_first=True).to(device)
-        head = nn.Linear(shape.hidden, shape.features).to(device)
-        optimizer = torch.optim.SGD([*lstm.parameters(), *head.parameters()], lr=0.01)
-        batches = data.torch_batches(sample.lengths, sample, shape.features, device=device)
-        masks = [(torch.arange(x.shape[1])[None, :] < lens[:, None]).to(device=device, dtype=x.dtype)
-                 for x, lens in batches]
+    def step(x, lens, mask):
+        optimizer.zero_grad(set_to_none=True)
+        if packed:
+            seq = data.pack_batch(x, lens)
+            out, _ = lstm(seq)
+            loss = torch.mean(torch.square(head(out.data) - seq.data))
+        else:
+            out, _ = lstm(x)
+            loss = (torch.square(head(out) - x).mean(-1) * mask).sum() / mask.sum()
+        loss.backward()
+        optimizer.step()
 
-        def step(x, lens, mask):
-            optimizer.zero_grad(set_to_none=True)
-            if packed:
-                seq = data.pack_batch(x, lens)
-                out, _ = lstm(seq)
-                loss = torch.mean(torch.square(head(out.data) - seq.data))
-            else:
-                out, _ = lstm(x)
-                loss = (torch.square(head(out) - x).mean(-1) * mask).sum() / mask.sum()
-            loss.backward()
-            optimizer.step()
+    def run():
+        for (x, lens), mask in zip(batches, masks):
+            step(x, lens, mask)
 
-        def run():
-            for (x, lens), mask in zip(batches, masks):
-                step(x, lens, mask)
-
-        return _built(name, shape, device, precision, "train", step=run, sync=sync_for(device),
-                      compute_dtype=dtype_name(next(lstm.parameters()).dtype), flops=_plan_flops(name, shape, sample),
-                      observe_once=partial(observe_batches, run, device, len(batches), shape.layers))
-
-    return factory
+    return _built(name, shape, device, precision, "train", step=run, sync=sync_for(device),
+                  compute_dtype=dtype_name(next(lstm.parameters()).dtype), flops=_plan_flops(name, shape, sample),
+                  observe_once=partial(observe_batches, run, device, len(batches), shape.layers))
 
 
 def _masked_model(keras, shape: LSTMShape):
@@ -284,8 +277,8 @@ def _masked_model(keras, shape: LSTMShape):
     return keras.Sequential(layers)
 
 
-def keras_masked_factory(shape: LSTMShape, device: torch.device, precision: str, phase: str, weights: LSTMWeights,
-                         config: Mapping[str, object]) -> Built:
+def _keras_masked(name: str, shape: LSTMShape, device: torch.device, precision: str, phase: str,
+                  weights: LSTMWeights, config: Mapping[str, object]) -> Built:
     """`keras.masked`: Masking -> LSTM x layers -> Dense, one pass of SGD steps over the sampled batches.
 
     TensorFlow: one traced `tf.function` for every width, what it runs predicted from the graph; torch:
@@ -293,14 +286,14 @@ def keras_masked_factory(shape: LSTMShape, device: torch.device, precision: str,
     """
     from lstmstudy.kernels.keras_kernels import graph_kernel, tf_device, unavailable
 
-    _fp32_only("keras.masked", precision)
+    _fp32_only(name, precision)
     if reason := unavailable(device, precision):
-        raise Skip(f"keras.masked on {device.type}: {reason}")
+        raise Skip(f"{name} on {device.type}: {reason}")
     keras = import_keras()
     sample = data.sample_for(dict(config))
     keras.utils.set_random_seed(0)
     batches = data.keras_batches(sample.lengths, sample, shape.features)
-    flops = _plan_flops("keras.masked", shape, sample)
+    flops = _plan_flops(name, shape, sample)
     if keras_backend() == "tensorflow":
         import tensorflow as tf
 
@@ -331,7 +324,7 @@ def keras_masked_factory(shape: LSTMShape, device: torch.device, precision: str,
             for x, mask in tensors:
                 graph_step(x, mask)
 
-        return _built("keras.masked", shape, device, precision, "train", step=tf_run, sync=tf_sync(),
+        return _built(name, shape, device, precision, "train", step=tf_run, sync=tf_sync(),
                       compute_dtype=keras.backend.standardize_dtype(model.compute_dtype), flops=flops,
                       predicted_kernel=kernel)
 
@@ -354,15 +347,15 @@ def keras_masked_factory(shape: LSTMShape, device: torch.device, precision: str,
         for x, mask in tensors:
             eager_step(x, mask)
 
-    return _built("keras.masked", shape, device, precision, "train", step=run, sync=sync_for(device),
+    return _built(name, shape, device, precision, "train", step=run, sync=sync_for(device),
                   compute_dtype=keras.backend.standardize_dtype(model.compute_dtype), flops=flops,
                   observe_once=partial(observe, [lambda: eager_step(*tensors[0])], device))
 
 
 # --- the roofline's GEMM ------------------------------------------------------------------------------------
 
-def gemm_factory(shape: LSTMShape, device: torch.device, precision: str, phase: str, weights: LSTMWeights,
-                 config: Mapping[str, object]) -> Built:
+def _gemm(name: str, shape: LSTMShape, device: torch.device, precision: str, phase: str, weights: LSTMWeights,
+          config: Mapping[str, object]) -> Built:
     """`gemm`: c = a @ b for n x n matrices (`config["n"]`); a precision the device cannot multiply in skips."""
     n = int(config["n"])
     dtype = DTYPES[precision]
@@ -375,25 +368,17 @@ def gemm_factory(shape: LSTMShape, device: torch.device, precision: str, phase: 
         torch.mm(a, b, out=c)
     except RuntimeError as exc:  # e.g. a build without a kernel for this dtype on this device
         raise Skip(f"no {precision} matmul on {device.type}: {str(exc).splitlines()[0]}") from exc
-    return _built("gemm", shape, device, precision, phase, step=lambda: torch.mm(a, b, out=c),
+    return _built(name, shape, device, precision, phase, step=lambda: torch.mm(a, b, out=c),
                   sync=sync_for(device), compute_dtype=dtype_name(dtype), flops=2.0 * n**3,
                   observe_once=lambda: NO_LSTM)
 
 
-def _workload(name: str, description: str, factory) -> KernelSpec:
-    return register(KernelSpec(name, description, factory, standard=False, workload=True))
+# --- the recipes the registry (`lstmstudy.kernels.KERNELS`) names -------------------------------------------
 
-
-_workload("keras.blog_model", "the blog post's Keras autoencoder, train_on_batch / predict_on_batch", blog_factory)
-_workload("keras.autoencoder", "the blog's autoencoder in Keras (ReLU(0.05) first layer), train_on_batch",
-          keras_workload_factory)
-_workload("keras.bilstm_imdb", "Keras's IMDb Bidirectional LSTM, train_on_batch", keras_workload_factory)
-_workload("torch.autoencoder", "the blog's autoencoder in PyTorch (tanh cells), one Adam step",
-          torch_workload_factory)
-_workload("torch.bilstm_imdb", "Keras's IMDb Bidirectional LSTM in PyTorch, one Adam step", torch_workload_factory)
-_workload("torch.padded", "nn.LSTM trained on a plan's padded batches (every padded step computed)",
-          torch_plan_factory(packed=False))
-_workload("torch.packed", "nn.LSTM trained on a plan's batches packed (pack_padded_sequence)",
-          torch_plan_factory(packed=True))
-_workload("keras.masked", "Masking + Keras LSTMs trained on a plan's padded batches", keras_masked_factory)
-_workload("gemm", "an n x n x n matrix product: the roofline (config n)", gemm_factory)
+keras_blog_model = Recipe(_blog)
+keras_model = Recipe(_keras_workload)
+torch_model = Recipe(_torch_workload)
+torch_plan_padded = Recipe(partial(_torch_plan, packed=False))
+torch_plan_packed = Recipe(partial(_torch_plan, packed=True))
+keras_masked = Recipe(_keras_masked)
+gemm = Recipe(_gemm)

@@ -28,6 +28,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+import pandas as pd
+
 from lstmstudy.errors import ParameterError
 
 FP32_BYTES = 4
@@ -226,3 +228,40 @@ def estimates(model: Model, setting: Setting, micro_batches: int) -> list[Estima
                     pipeline(model, setting.device, setting.link, devices, micro_batches)]
         devices *= 2
     return out
+
+
+#: what starts the name of every panel of the model's tables: they are modelled, never measured
+MODELLED = "modelled: "
+
+
+def modelled(value: float, unit: str) -> str:
+    """A figure of the model as a page prints it, marked "(modelled)" so that, glued anywhere, it never reads as
+    measured: `unit` is "x" (a speed-up), "ms" or "%" (a share of the step)."""
+    text = {"x": f"{value:.2f}x", "ms": f"{value:.1f} ms", "%": f"{value:.0%}"}[unit]
+    return f"{text} (modelled)"
+
+
+def table(model: Model, micro_batches: int) -> pd.DataFrame:
+    """Every scheme's modelled step time, its communication, the bytes its busiest link carries per step and
+    the speed-up over one device, for every setting of `SETTINGS`. Each panel's name starts "modelled:"."""
+    return pd.DataFrame([{"panel": f"{MODELLED}{setting.name}", "scheme": e.scheme, "devices": e.devices,
+                          "step_ms": e.step_s * 1e3, "comm_ms": e.comm_s * 1e3, "MB_per_step": e.bytes_per_step / 1e6,
+                          "bubble": e.bubble, "speedup": e.speedup}
+                         for setting in SETTINGS for e in estimates(model, setting, micro_batches)])
+
+
+def assumptions() -> pd.DataFrame:
+    """Every device and link figure the model uses, and where its parameter store sits, with its source or the
+    word 'assumption'."""
+    rows = []
+    for setting in SETTINGS:
+        rows.append({"setting": setting.name, "what": f"device: {setting.device.name}",
+                     "figure": f"{setting.device.achieved_flops / 1e12:g} TFLOP/s achieved, "
+                               f"{setting.device.cell_latency_s * 1e6:g} us per cell update",
+                     "source": setting.device.source})
+        rows.append({"setting": setting.name, "what": f"link: {setting.link.name}",
+                     "figure": f"{setting.link.bandwidth / 1e9:g} GB/s, {setting.link.latency_s * 1e6:g} us",
+                     "source": setting.link.source})
+    rows.append({"setting": "every setting", "what": "parameter store (data parallel)",
+                 "figure": "2 (N - 1) x the gradient bytes over its link per step", "source": STORE_SOURCE})
+    return pd.DataFrame(rows).drop_duplicates(subset=["what", "figure"])

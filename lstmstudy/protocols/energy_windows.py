@@ -33,7 +33,7 @@ import torch
 
 from lstmstudy import contract, kernels
 from lstmstudy.errors import Skip
-from lstmstudy.kernels import Built
+from lstmstudy.kernels.built import Built
 from lstmstudy.nvml import (
     GpuMeasurement,
     GpuMonitor,
