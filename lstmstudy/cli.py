@@ -12,6 +12,7 @@ never a traceback.
 from __future__ import annotations
 
 import argparse
+import importlib.util
 import json
 import os
 import subprocess
@@ -28,7 +29,8 @@ EXECUTED = BOOK / "claims"
 #: pages rendered after the claims: notebooks/<name>.ipynb -> book/<name>.ipynb; what others published on GPUs,
 #: then the ledger and the conclusions from every stored result set
 SUMMARY_PAGES = ("published", "ledger", "conclusions")
-#: pages that show a helper at work on the blog post's model, rendered after the summaries the same way
+#: pages that show a helper at work on the blog post's model, rendered after the summaries; they run the model,
+#: so they need the measuring stack even where the claims are only rendered (`--no-measure`)
 GUIDE_PAGES = ("check_your_model",)
 #: what notebook kernels write to their stderr outside the pages (native library logs)
 LOGS = ROOT / "_build" / "logs"
@@ -106,16 +108,21 @@ def cmd_measure(args: argparse.Namespace) -> int:
     return 0
 
 
-def _execute(source: Path, target: Path, parameters: dict, progress: bool) -> None:
+def execute(source: Path, target: Path, parameters: dict, *, measuring: bool, progress: bool = False) -> None:
+    """Execute a notebook into `target` with papermill, one clear line if a cell fails. Without `measuring`, its
+    kernel has the measuring stack blocked (`houses.block_measuring`): a page that reaches for torch, TensorFlow,
+    Keras or NVML while rendering stored results fails, instead of quietly needing them."""
     import papermill
 
+    from lstmstudy.houses import KERNEL_ARGUMENTS
     from lstmstudy.terminal import bar_options, native_stderr_to
 
     try:
         # the notebook kernels' native stderr (TensorFlow's C++ start-up logs) goes to a log, not the terminal
         with native_stderr_to(LOGS / f"{source.stem}.log"):
             papermill.execute_notebook(str(source), str(target), kernel_name="python3", cwd=str(ROOT),
-                                       progress_bar=progress and bar_options(), parameters=parameters)
+                                       progress_bar=progress and bar_options(), parameters=parameters,
+                                       extra_arguments=[] if measuring else KERNEL_ARGUMENTS)
     except papermill.PapermillExecutionError as exc:
         raise StudyError(f"{source.name} failed in cell {exc.exec_count}: {exc.ename}: {exc.evalue} "
                          f"(the executed copy with the traceback is {target})") from None
@@ -154,19 +161,36 @@ def cmd_reproduce(args: argparse.Namespace) -> int:
         target = args.out / source.name
         doing = "rendering the stored results" if args.no_measure else f"measuring on {args.device}"
         print(f"{stem}: {doing}{' (quick grid)' if args.quick and not args.no_measure else ''} -> {target}")
-        _execute(source, target, {"device": args.device, "measure": not args.no_measure, "quick": args.quick},
-                 progress=not args.no_progress)
+        execute(source, target, {"device": args.device, "measure": not args.no_measure, "quick": args.quick},
+                measuring=not args.no_measure, progress=not args.no_progress)
+    pages_out = args.pages_out or (BOOK if args.out == EXECUTED else args.out)  # --out alone: all go there
+    pages_out.mkdir(parents=True, exist_ok=True)
+    from lstmstudy import ledger
+
+    (pages_out / ledger.CLAIMS_TABLE).write_text(ledger.claims_table())
+    print(f"the landing page's table of claims -> {pages_out / ledger.CLAIMS_TABLE}")
     # the ledger, the conclusions and the guide pages read every stored result set: rendered after any claim
     for name, source in summary_notebooks(args.notebooks).items():
-        pages_out = args.pages_out or (BOOK if args.out == EXECUTED else args.out)  # --out alone: all go there
-        pages_out.mkdir(parents=True, exist_ok=True)
         target = pages_out / source.name
+        if name in GUIDE_PAGES and importlib.util.find_spec("keras") is None:
+            print(f"{name}: left as rendered: the page runs the fallback watch on a Keras model, and Keras is not "
+                  f"installed here")
+            continue
         print(f"{name}: rendering from every stored result set -> {target}")
-        _execute(source, target, {}, progress=not args.no_progress)
+        # a guide page runs a helper on a real model: the measuring house's, however it is reproduced
+        execute(source, target, {}, measuring=name in GUIDE_PAGES, progress=not args.no_progress)
     return 0
 
 
 def cmd_explain(args: argparse.Namespace) -> int:
+    if args.tables == (args.path is not None):
+        raise StudyError("give either a saved model's PATH or --tables")
+    if args.tables:
+        from lstmstudy.kernels.criteria_tables import write
+
+        for path, changed in write(root=args.results_dir).items():
+            print(f"{'wrote' if changed else 'unchanged:'} {path}")
+        return 0
     from lstmstudy.watch import explain_saved_model
 
     findings = explain_saved_model(args.path, results_root=args.results_dir)
@@ -248,7 +272,10 @@ def parser() -> argparse.ArgumentParser:
 
     exp = sub.add_parser("explain", help="say which recurrent layers of a saved Keras model (.keras) would miss "
                                          "cuDNN on a GPU, why, the fix, and the slowdown claim 1 measured")
-    exp.add_argument("path", type=Path, metavar="PATH", help="a model saved with model.save('....keras')")
+    exp.add_argument("path", type=Path, nargs="?", metavar="PATH", help="a model saved with model.save('....keras')")
+    exp.add_argument("--tables", action="store_true",
+                     help="instead of a model: explain the settings the pages of claims 1 and 5 show and store them in "
+                          "<results>/explained/, where the pages read them")
     exp.add_argument("--json", action="store_true", help="print JSON")
     exp.add_argument("--results-dir", type=Path, help="results root (default: $LSTMSTUDY_RESULTS or results/)")
     exp.set_defaults(func=cmd_explain)

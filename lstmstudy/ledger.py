@@ -95,6 +95,22 @@ def _cites(keys: str) -> str:
     return f" {{cite:p}}`{keys.replace(' ', '')}`" if keys else ""
 
 
+#: the landing page's table of claims: `lstmstudy reproduce` writes it (`claims_table`), book/intro.md includes it
+CLAIMS_TABLE = "claims_table.md"
+
+
+def claims_table(claims: Sequence[Claim] | None = None) -> str:
+    """The landing page's table of claims, in claim order: each one's number, what its sources say (`Claim.says`),
+    its page, and the conclusions' summary of what others published on it."""
+    rows = [f"| {int(c.number)} | {c.says} | {{doc}}`claims/{c.stem}` | "
+            f"{{glue:text}}`conclusions.ipynb::conclusions_published_{c.number}:s` |"
+            for c in (claims if claims is not None else registry(judged_only=True))]
+    return "\n".join(["% written by `lstmstudy reproduce` from each claim's `says` (lstmstudy.ledger.claims_table): "
+                      "edit those, not this file",
+                      "| claim | the source says | page | published by others (not counted; {doc}`published`) |",
+                      "| --- | --- | --- | --- |", *rows]) + "\n"
+
+
 def published_label(hardware: str) -> str:
     """A published verdict's source and GPU with its citation: '`deepbench/V100` {cite:p}`deepbench`'."""
     keys = ", ".join(published.citation(source) for source in published_rules.sources_of(hardware))

@@ -150,7 +150,7 @@ def _format(value: object) -> str:
     return str(value)
 
 
-def _atomic_write(path: Path, text: str) -> None:
+def atomic_write(path: Path, text: str) -> None:
     """Write `text` to a temporary file, then rename it over `path`. The temporary file is opened as 0666 less the
     umask, the mode any new file gets (`mkstemp`'s 0600 would survive the rename)."""
     tmp = path.with_name(f".{path.name}.{uuid.uuid4().hex}.tmp")
@@ -187,7 +187,7 @@ def append(claim: str, hardware_id: str, rows: Iterable[Mapping], root: Path | N
         writer.writerow(COLUMNS)
         for row in [*old, *new]:
             writer.writerow([_format(row.get(c)) for c in COLUMNS])
-        _atomic_write(path, buffer.getvalue())
+        atomic_write(path, buffer.getvalue())
     return path
 
 
@@ -208,7 +208,7 @@ def record_fingerprint(claim: str, fingerprint: Mapping, root: Path | None = Non
         known = _read_fingerprints(path) if path.exists() else []
         if entry["id"] not in {old["id"] for old in known}:
             known.append(entry)
-            _atomic_write(path, json.dumps({"hardware_id": hardware_id, "fingerprints": known}, indent=2) + "\n")
+            atomic_write(path, json.dumps({"hardware_id": hardware_id, "fingerprints": known}, indent=2) + "\n")
     return path
 
 

@@ -14,12 +14,16 @@ TOC = ROOT / "_toc.yml"
 
 
 def toc_files(toc: Path = TOC) -> list[str]:
-    """Every page of the book's table of contents, in reading order, as docnames (`book/intro`)."""
+    """Every page of the book's table of contents, in reading order, as docnames (`book/intro`); a `glob` entry
+    stands for the pages it matches beside the table of contents, in name order, as the book build takes them."""
     def walk(node: object) -> Iterator[str]:
         if isinstance(node, dict):
             for key in ("root", "file"):
                 if key in node:
                     yield str(node[key])
+            if "glob" in node:
+                yield from sorted(str(page.relative_to(toc.parent).with_suffix("")) for suffix in (".md", ".ipynb")
+                                  for page in toc.parent.glob(f"{node['glob']}{suffix}"))
             for key in ("parts", "chapters", "sections"):
                 for child in node.get(key) or []:
                     yield from walk(child)
@@ -34,6 +38,10 @@ def claim_pages(toc: Path = TOC) -> dict[str, str]:
 
 
 def missing_pages(root: Path = ROOT) -> list[str]:
-    """The pages of the table of contents that do not exist yet (executed pages before `reproduce`)."""
-    return [name for name in toc_files(root / "_toc.yml")
-            if not any((root / f"{name}{suffix}").exists() for suffix in (".md", ".ipynb"))]
+    """What `lstmstudy reproduce` writes that the book needs and does not exist yet: the pages of the table of
+    contents, the page of each claim notebook (which the table of contents takes whole) and the landing page's
+    table of claims."""
+    claims = [f"book/claims/{notebook.stem}" for notebook in sorted((root / "notebooks").glob("[0-9][0-9]_*.ipynb"))]
+    pages = [name for name in dict.fromkeys([*toc_files(root / "_toc.yml"), *claims])
+             if not any((root / f"{name}{suffix}").exists() for suffix in (".md", ".ipynb"))]
+    return pages + ([] if (root / "book" / "claims_table.md").exists() else ["book/claims_table.md"])

@@ -111,12 +111,18 @@ def test_reproduce_renders_the_ledger_and_conclusions_after_the_claims(tmp_path)
 def test_missing_pages_are_named_before_the_book_is_built(tmp_path):
     import nbformat
 
-    (tmp_path / "book").mkdir()
+    (tmp_path / "book" / "claims").mkdir(parents=True)
+    (tmp_path / "notebooks").mkdir()
     (tmp_path / "book" / "intro.md").write_text("# Intro\n")
     (tmp_path / "_toc.yml").write_text("format: jb-book\nroot: book/intro\nchapters:\n"
-                                       "  - file: book/claims/01_demo\n  - file: book/ledger\n")
-    assert toc.missing_pages(tmp_path) == ["book/claims/01_demo", "book/ledger"]
+                                       "  - glob: book/claims/*\n  - file: book/ledger\n")
+    for name in ("notebooks/01_demo.ipynb", "notebooks/02_more.ipynb", "book/claims/02_more.ipynb"):
+        nbformat.write(nbformat.v4.new_notebook(), tmp_path / name)
+    # the glob takes the pages there; a claim notebook's page that is not there yet is named all the same
+    assert toc.toc_files(tmp_path / "_toc.yml") == ["book/intro", "book/claims/02_more", "book/ledger"]
+    assert toc.missing_pages(tmp_path) == ["book/ledger", "book/claims/01_demo", "book/claims_table.md"]
     nbformat.write(nbformat.v4.new_notebook(), tmp_path / "book" / "ledger.ipynb")
+    (tmp_path / "book" / "claims_table.md").write_text("| claim |\n")
     assert toc.missing_pages(tmp_path) == ["book/claims/01_demo"]
 
 

@@ -10,19 +10,11 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
 PACKAGE = ROOT / "lstmstudy"
-#: what the rendering house must do without (`contract` is read by claims' grids and keys)
-MEASURING = ("torch", "tensorflow", "keras", "pynvml")
-#: a child's first lines: importing any of the measuring stack fails, as if it were not installed
-WITHOUT_MEASURING = f"""
-import importlib.abc, sys
+#: a child's first lines: importing any of the measuring stack fails there (`lstmstudy.houses`)
+WITHOUT_MEASURING = """
+from lstmstudy.houses import block_measuring, measuring_loaded
 
-class Blocked(importlib.abc.MetaPathFinder):
-    def find_spec(self, name, path, target=None):
-        if name.split(".")[0] in {MEASURING!r}:
-            raise ModuleNotFoundError(f"blocked: {{name}}", name=name)
-        return None
-
-sys.meta_path.insert(0, Blocked())
+block_measuring()
 """
 
 
@@ -98,25 +90,25 @@ def run_child(code: str) -> None:
 
 
 def test_the_contract_imports_without_torch_tensorflow_keras_or_pynvml():
-    run_child(WITHOUT_MEASURING + f"""
+    run_child(WITHOUT_MEASURING + """
 from lstmstudy.contract import PHASES, PRECISIONS, Point, PointResult, Prepared
 from lstmstudy.shapes import LSTMShape
 
 point = Point("torch.fused", LSTMShape(batch=1, timesteps=2, features=3, hidden=4), "bf16", "train")
 assert point.key() and PHASES and PRECISIONS and PointResult and Prepared
-assert not [name for name in sys.modules if name.split(".")[0] in {MEASURING!r}]
+assert not measuring_loaded()
 """)
 
 
 def test_the_kernel_table_reads_without_torch_tensorflow_keras_or_pynvml():
     """A claim page quotes the kernels' descriptions where none of the measuring stack is installed."""
-    run_child(WITHOUT_MEASURING + f"""
+    run_child(WITHOUT_MEASURING + """
 from lstmstudy import kernels
 
 names = kernels.names(workloads=True)
 assert len(names) == len(kernels.KERNELS) and "torch.fused" in names
 assert all(isinstance(kernels.spec(n).description, str) and kernels.spec(n).description for n in names)
-assert not [name for name in sys.modules if name.split(".")[0] in {MEASURING!r}]
+assert not measuring_loaded()
 """)
 
 
@@ -160,3 +152,24 @@ def test_the_cycle_finder_finds_a_cycle():
     assert cycles({"a": {"b"}, "b": {"c"}, "c": {"a"}, "d": {"a"}}) == [["a", "b", "c"]]
     assert cycles({"a": {"b"}, "b": set()}) == []
     assert "lstmstudy.kernels.torch_kernels" in import_graph()["lstmstudy.kernels"]
+
+
+def test_blocking_the_measuring_stack_refuses_it_in_one_line_and_only_where_it_is_not_loaded():
+    run_child("""
+import pytest
+from lstmstudy.houses import block_measuring, measuring_loaded
+
+block_measuring()
+block_measuring()  # twice is once
+with pytest.raises(ModuleNotFoundError, match="torch belongs to the measuring house"):
+    import torch.nn
+import pandas  # the rendering house is untouched
+assert not measuring_loaded()
+""")
+    run_child("""
+import pytest, torch
+from lstmstudy.houses import block_measuring
+
+with pytest.raises(RuntimeError, match="the measuring stack is already imported .*torch"):
+    block_measuring()
+""")

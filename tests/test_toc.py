@@ -1,5 +1,5 @@
-"""The book follows the registry of claims: each claim notebook has its page in the table of contents and its
-row in the landing page's table, in claim order, and a missing one is named with the line to add."""
+"""The book follows the registry of claims: each claim notebook has its page in the table of contents (which takes
+book/claims/ whole) and its row in the landing page's table (written from the registry), in claim order."""
 
 from __future__ import annotations
 
@@ -8,45 +8,37 @@ from pathlib import Path
 
 from registered import differences
 
-from lstmstudy import toc
+from lstmstudy import ledger, toc
 from lstmstudy.claims import registry
 from lstmstudy.cli import SUMMARY_PAGES, claim_notebooks
 
 ROOT = Path(__file__).resolve().parent.parent
-#: a row of the landing page's table of claims: its number, what the source says, its page, what others published
-INTRO_ROW = re.compile(r"\| (\d+) \| .* \| \{doc\}`claims/(\w+)` \| "
-                       r"\{glue:text\}`conclusions\.ipynb::conclusions_published_(\d+):s` \|")
-
-
 def test_every_claim_notebook_has_its_page_in_the_toc():
     pages = set(toc.toc_files())
     missing = [f"book/claims/{stem}" for stem in claim_notebooks() if f"book/claims/{stem}" not in pages]
-    assert not missing, f"add these claim pages to _toc.yml: {missing}"
+    assert not missing, f"these claim pages are not in the book: {missing}; `lstmstudy reproduce` renders them"
 
 
 def test_every_claim_page_in_the_toc_has_its_notebook():
     stems = {f"book/claims/{stem}" for stem in claim_notebooks()}
     orphans = [name for name in toc.toc_files() if name.startswith("book/claims/") and name not in stems]
-    assert not orphans, f"_toc.yml lists claim pages that no notebooks/NN_*.ipynb renders: {orphans}"
+    assert not orphans, f"book/claims/ holds pages that no notebooks/NN_*.ipynb renders: {orphans}"
 
 
 def test_the_claim_pages_are_the_registered_claims_in_order():
     claims = [Path(name).name for name in toc.toc_files() if name.startswith("book/claims/")]
     problem = differences(claims, [c.stem for c in registry(judged_only=True)], "_toc.yml")
-    assert not problem, f"{problem} (a claim's entry under 'The claims': `- file: book/claims/<stem>`)"
+    assert not problem, f"{problem} (the pages `lstmstudy reproduce` renders into book/claims/, which _toc.yml takes)"
 
 
 def test_the_landing_page_lists_the_registered_claims_in_order():
-    """Its words are prose, written by hand; its numbers, pages and published summaries follow the registry."""
-    def row(number: str, stem: str, published: str) -> str:
-        return (f"| {int(number)} | <what the source says> | {{doc}}`claims/{stem}` | "
-                f"{{glue:text}}`conclusions.ipynb::conclusions_published_{published}:s` |")
-
-    lines = [line for line in (ROOT / "book" / "intro.md").read_text().splitlines() if re.match(r"\| \d+ \|", line)]
-    found = [row(f"{int(m[1]):02d}", m[2], m[3]) if (m := INTRO_ROW.fullmatch(line)) else line for line in lines]
-    expected = [row(c.number, c.stem, c.number) for c in registry(judged_only=True)]
-    problem = differences(found, expected, "the table of claims in book/intro.md")
-    assert not problem, problem
+    """Its table of claims is written from the registry by `lstmstudy reproduce`, and it is current."""
+    assert "```{include} claims_table.md\n```" in (ROOT / "book" / "intro.md").read_text()
+    written = (ROOT / "book" / ledger.CLAIMS_TABLE).read_text()
+    assert written == ledger.claims_table(), "book/claims_table.md is stale: run `lstmstudy reproduce --no-measure`"
+    rows = [line.split(" | ")[2] for line in written.splitlines() if re.match(r"\| \d+ \|", line)]
+    assert rows == [f"{{doc}}`claims/{c.stem}`" for c in registry(judged_only=True)]
+    assert all(c.says for c in registry(judged_only=True)), "each claim says what its sources say (`Claim.says`)"
 
 
 def test_the_ledger_and_the_conclusions_are_in_the_toc_and_have_sources():

@@ -16,7 +16,6 @@ import pytest
 from lstmstudy import results
 
 ROOT = Path(__file__).resolve().parent.parent
-MEASURING = ("torch", "tensorflow", "keras", "pynvml")
 #: the claim modules judged here (claim 7's, `parallel_training`, has its own tests; the ledger judges it)
 CLAIMS = ("cudnn_fallback", "cpu_vs_gpu_batch", "mixed_precision", "frameworks_vs_baseline", "bucketing", "energy",
           "kernel_benchmark")
@@ -25,15 +24,10 @@ SHARED = ("lstmstudy.hardware", "lstmstudy.published", "lstmstudy.published_rule
           "lstmstudy.ledger")
 
 BLOCKED_RUN = f"""
-import importlib, importlib.abc, json, sys
+import importlib, json, sys
+from lstmstudy.houses import block_measuring, measuring_loaded
 
-class Blocked(importlib.abc.MetaPathFinder):
-    def find_spec(self, name, path, target=None):
-        if name.split(".")[0] in {MEASURING!r}:
-            raise ModuleNotFoundError(f"blocked: {{name}}", name=name)
-        return None
-
-sys.meta_path.insert(0, Blocked())
+block_measuring()
 from lstmstudy import results
 for name in {SHARED!r}:
     importlib.import_module(name)
@@ -45,7 +39,7 @@ for name in {CLAIMS!r}:
     judged[name] = [[v.hardware_id, v.outcome.value, v.ours_text] for v in claim.CLAIM.judge(frame)]
 ledger = sys.modules["lstmstudy.ledger"].table().to_json(orient="records")
 print(json.dumps({{"judged": judged, "ledger": ledger}}))
-assert not [name for name in sys.modules if name.split(".")[0] in {MEASURING!r}]
+assert not measuring_loaded()
 """
 
 

@@ -15,11 +15,11 @@ against it. Adding a claim (an eighth, say) takes:
 3. its name at the end of `MODULES` (before `kernel_benchmark`), and its stem in `GPU_ORDER` where a GPU node
    should measure it (`scripts/gpu-node.sh` reads that order from `lstmstudy measure --claims gpu-order`).
 
-The rest follows. `lstmstudy reproduce --claims 08` renders its page into book/claims/; the ledger, the
-conclusions and the command line read the registry. Two lines of the book cannot be derived, and the tests name
-them, with the line to add, where one is missing: its entry in `_toc.yml` and its row in the table of
-`book/intro.md`, whose words are prose (tests/test_toc.py). tests/test_notebooks.py checks the notebooks against
-the registry, tests/test_claims.py the numbering, `GPU_ORDER` and the GPU lease's plan.
+The rest follows. `lstmstudy reproduce --claims 08` renders its page into book/claims/, which `_toc.yml` takes
+whole, and writes the landing page's table of claims (`ledger.claims_table`, from each claim's `says`); the
+ledger, the conclusions and the command line read the registry. tests/test_toc.py checks the book against the
+registry, tests/test_notebooks.py the notebooks, tests/test_claims.py the numbering, `GPU_ORDER` and the GPU
+lease's plan.
 """
 
 from __future__ import annotations
@@ -100,6 +100,8 @@ class Claim:
     #: where the claim comes from, in words, and the references.bib keys behind it (the ledger cites them)
     source: str = ""
     citations: tuple[str, ...] = ()
+    #: what the sources say, in a line of MyST (it may cite): its row of the landing page's table of claims
+    says: str = ""
 
     @property
     def stem(self) -> str:

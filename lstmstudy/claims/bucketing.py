@@ -500,6 +500,8 @@ _COMMON = dict(batch_size=32, sample_batches=WHOLE_EPOCH, features=32, static_bo
 #: point's rounds
 TORCH_KERNELS = [k for k in KERNELS if k.startswith("torch.")]
 CLAIM = Claim(
+    says=(
+        "Padding wastes work, and automatically generated buckets win it back: 3.3x over no bucketing."),
     number=NUMBER, name=NAME, statement=STATEMENT, seed_figure=SEED_FIGURE, rule=RULE,
     source="slides (seed 002); real Penn Treebank sentence lengths",
     citations=("lin-wu-lstm-slides", "marcus-ptb", "mikolov-rnnlm"),

@@ -174,6 +174,12 @@ def summary(table: pd.DataFrame) -> pd.DataFrame:
 
 
 CLAIM = Claim(
+    says=(
+        "An LSTM that breaks cuDNN's criteria (a ReLU activation, recurrent dropout; the Q&A adds "
+        "masking) silently falls back to a generic kernel 2-5x slower, 15x in one report. The study also "
+        "tests the other requirements of the Keras `LSTM` documentation {cite:p}`keras-lstm-api` "
+        "(`unroll`, no bias, a mask whose inputs are not \"strictly right-padded\"), which the sources do "
+        "not list."),
     number=NUMBER, name=NAME, statement=STATEMENT, seed_figure=SEED_FIGURE, rule=RULE,
     source="blog post (seed 000), quoting Chollet; Q&A (seed 001)",
     citations=("blogpost-lstm-gpu", "chollet-dlwp2", "so-cudnnlstm"),

@@ -539,6 +539,8 @@ _DEFAULTS = dict(shapes=[[16, 32, 128, 128], [64, 128, 512, 1024]], kernel_names
                  precisions=["fp32"], phases=list(contract.PHASES), window_s=MIN_WINDOW_S, idle_s=MIN_WINDOW_S,
                  windows=WINDOWS)
 CLAIM = Claim(
+    says=(
+        "Energy per sequence, which the paper left as future work."),
     number=NUMBER, name=NAME, statement=STATEMENT, seed_figure=SEED_FIGURE, rule=RULE,
     source="paper (seed 003) left energy as future work; measured as Zeus does",
     citations=("mahorker-lstm-kernels", "zeus-nsdi23"),

@@ -616,6 +616,9 @@ def problems(results: pd.DataFrame) -> pd.DataFrame:
 
 _COMMON = dict(batches=[1, 16, 64], timesteps=[25, 100], kernel_names=KERNELS, amp_kernels=DEFAULT_AMP_KERNELS)
 CLAIM = Claim(
+    says=(
+        "PyTorch's cuDNN LSTM is about 53% slower than a raw cuDNN baseline (DeepBench "
+        "{cite:p}`deepbench`), and TensorFlow slower still."),
     number=NUMBER, name=NAME, statement=STATEMENT, seed_figure=SEED_FIGURE, rule=RULE,
     source=("paper (seed 003): Table 2 against a DeepBench cuDNN baseline, and its Figure 1 "
             "(Mode 1 vs Mode 2)"),

@@ -312,6 +312,9 @@ def by_batch(results: pd.DataFrame) -> pd.DataFrame:
 _COMMON = dict(timesteps=[16, 128], batches=[32], batch_sweep=[1, 8, 128], sweep_hidden=256, keras_cpu_hidden=256,
                keras_cpu_timesteps=16, features=32, precisions=list(LOW_PRECISIONS), phases=list(contract.PHASES))
 CLAIM = Claim(
+    says=(
+        "Mixed precision helps an LSTM only at large hidden sizes and long sequences, and hurts at small "
+        "ones."),
     number=NUMBER, name=NAME, statement=STATEMENT, seed_figure=SEED_FIGURE, rule=RULE,
     source="paper (seed 003)",
     citations=("mahorker-lstm-kernels",),

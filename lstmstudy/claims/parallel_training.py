@@ -84,10 +84,15 @@ NEEDS = "not measured (needs >= 2 GPUs)"
 # --- the parameters ---------------------------------------------------------------------------------------
 
 def visible_devices(kind: str) -> int:
-    """GPUs torch sees on `cuda`; CPU cores on `cpu` (gloo processes, one thread each)."""
-    import torch
-
-    return torch.cuda.device_count() if kind == "cuda" else os.cpu_count() or 1
+    """GPUs torch sees on `cuda` (none where torch is not there: a page rendered from stored results shows the
+    grid of a one-GPU node); CPU cores on `cpu` (gloo processes, one thread each)."""
+    if kind != "cuda":
+        return os.cpu_count() or 1
+    try:
+        import torch
+    except ImportError:
+        return 0
+    return torch.cuda.device_count()
 
 
 def device_counts(devices: object, kind: str) -> list[int]:
@@ -290,6 +295,9 @@ def verdicts(frame: pd.DataFrame) -> list[Verdict]:
 
 _COMMON = dict(devices=ALL_DEVICES, plans=list(PLAN_NAMES), corpus="ptb-valid", layers=8)
 CLAIM = Claim(
+    says=(
+        "Training an 8-layer LSTM on 1-4 GPUs, model parallelism (layers pipelined across GPUs) beats "
+        "data parallelism: 2.3x on 4 GPUs, 5.3x with bucketing."),
     number=NUMBER, name=NAME, statement=STATEMENT, seed_figure=SEED_FIGURE, rule=RULE,
     source="slides (seed 002); real Penn Treebank sentence lengths",
     citations=("lin-wu-lstm-slides", "marcus-ptb", "mikolov-rnnlm"),

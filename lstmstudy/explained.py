@@ -1,0 +1,102 @@
+"""The cuDNN explainer's answers that claim pages 1 and 5 show, stored so that the pages render without torch,
+TensorFlow, Keras or pynvml (the rendering house).
+
+The explainer needs the real layers and modules, so the measuring house asks it (`lstmstudy explain --tables`,
+`lstmstudy.kernels.criteria_tables.write`) and stores each table as `results/explained/<table>.json`: its rows and
+what computed them. Reading one needs pandas only. The answers depend on the code and the libraries, not on the
+hardware: the pages read them from the default results root, whichever result set they render, and
+tests/test_explained.py fails, naming the command, when the stored answers are no longer what the explainer says.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import NamedTuple
+
+import pandas as pd
+
+from lstmstudy.errors import ResultsCorrupt, StudyError
+from lstmstudy.results import atomic_write, default_root
+
+#: each table's columns, in the order its page shows them
+COLUMNS: dict[str, tuple[str, ...]] = {
+    "triggers": ("configuration", "kernel", "fused", "why not the fused kernel"),
+    "masks": ("configuration", "framework", "kernel", "fused", "why not the fused kernel"),
+}
+#: what a file records of what computed its rows
+COMPUTED_WITH = ("lstmstudy", "git_commit", "git_dirty", "keras", "keras_backends", "tensorflow", "torch")
+#: the command that writes the files
+WRITE = "lstmstudy explain --tables"
+
+
+class Explained(NamedTuple):
+    table: pd.DataFrame
+    provenance: str  # one line of Markdown: what computed the rows
+
+
+def path(table: str, root: Path | None = None) -> Path:
+    """Where a table is stored: `<results root>/explained/<table>.json`."""
+    return Path(root or default_root()) / "explained" / f"{table}.json"
+
+
+def load(table: str, root: Path | None = None) -> Explained:
+    """A stored table as its page shows it, and what computed it. A missing or unreadable file is one
+    `StudyError` line naming the file and the command that writes it."""
+    stored = _read(path(table, root), table)
+    return Explained(pd.DataFrame(stored["rows"], columns=list(COLUMNS[table])), provenance(stored["computed_with"]))
+
+
+def provenance(computed: dict) -> str:
+    """One line saying which lstmstudy and which libraries explained a table."""
+    commit = f"commit `{computed['git_commit']}`" if computed["git_commit"] else "an unrecorded commit"
+    dirty = ", with uncommitted changes" if computed["git_dirty"] else ""
+    backends = computed["keras_backends"]
+    tensorflow = f"TensorFlow {computed['tensorflow']}" if computed["tensorflow"] else "no TensorFlow"
+    return (f"Explained by lstmstudy {computed['lstmstudy']} ({commit}{dirty}) using Keras {computed['keras']} "
+            f"on its {' and '.join(backends)} backend{'s' if len(backends) > 1 else ''}, {tensorflow} and "
+            f"PyTorch {computed['torch']}; `{WRITE}` explains them again.")
+
+
+def store(table: str, frame: pd.DataFrame, computed: dict, root: Path | None = None) -> bool:
+    """Store a table and what computed it; True if the file changed. A file holding the same rows from the same
+    versions, explained at a clean commit, is kept: that commit gives the same answers, and a measuring
+    reproduction then rewrites nothing."""
+    if tuple(frame.columns) != COLUMNS[table] or set(computed) != set(COMPUTED_WITH):
+        raise ValueError(f"the {table} table needs the columns {COLUMNS[table]} and {COMPUTED_WITH}")
+    new = {"table": table, "computed_with": {k: computed[k] for k in COMPUTED_WITH},
+           "rows": frame.to_dict(orient="records")}
+    file = path(table, root)
+    try:
+        old = _read(file, table)
+    except StudyError:
+        old = None
+    if old and old["computed_with"]["git_dirty"] is False and _answers(old) == _answers(new):
+        return False
+    file.parent.mkdir(parents=True, exist_ok=True)
+    atomic_write(file, json.dumps(new, indent=2, ensure_ascii=False) + "\n")
+    return True
+
+
+def _answers(stored: dict) -> tuple:
+    """What a file says, less the commit that computed it."""
+    versions = {k: v for k, v in stored["computed_with"].items() if k not in ("git_commit", "git_dirty")}
+    return stored["rows"], versions
+
+
+def _read(file: Path, table: str) -> dict:
+    """A stored table's file, checked: its rows have the table's columns and it says what computed them."""
+    try:
+        stored = json.loads(file.read_text(encoding="utf-8"))
+    except FileNotFoundError:
+        raise StudyError(f"{file} is missing: `{WRITE}` writes it") from None
+    except (json.JSONDecodeError, UnicodeDecodeError) as exc:
+        raise ResultsCorrupt(f"{file}: not JSON ({exc}): `{WRITE}` writes it again") from None
+    columns = set(COLUMNS[table])
+    rows = stored.get("rows") if isinstance(stored, dict) else None
+    computed = stored.get("computed_with") if isinstance(stored, dict) else None
+    if not (isinstance(rows, list) and all(isinstance(row, dict) and set(row) == columns for row in rows)
+            and isinstance(computed, dict) and set(COMPUTED_WITH) <= set(computed)):
+        raise ResultsCorrupt(f"{file}: not a stored {table} table (rows with the columns {list(COLUMNS[table])} and "
+                             f"what computed them): `{WRITE}` writes it again")
+    return stored
