@@ -186,7 +186,7 @@ def cmd_explain(args: argparse.Namespace) -> int:
     if args.tables == (args.path is not None):
         raise StudyError("give either a saved model's PATH or --tables")
     if args.tables:
-        from lstmstudy.kernels.criteria_tables import write
+        from lstmstudy.explained import write
 
         for path, changed in write(root=args.results_dir).items():
             print(f"{'wrote' if changed else 'unchanged:'} {path}")

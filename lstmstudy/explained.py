@@ -1,9 +1,9 @@
 """The cuDNN explainer's answers that claim pages 1 and 5 show, stored so that the pages render without torch,
 TensorFlow, Keras or pynvml (the rendering house).
 
-The explainer needs the real layers and modules, so the measuring house asks it (`lstmstudy explain --tables`,
-`lstmstudy.kernels.criteria_tables.write`) and stores each table as `results/explained/<table>.json`: its rows and
-what computed them. Reading one needs pandas only. The answers depend on the code and the libraries, not on the
+The explainer needs the real layers and modules, so the measuring house asks it (`write`, which
+`lstmstudy explain --tables` runs; the questions are in `lstmstudy.kernels.criteria_tables`) and stores each table as
+`results/explained/<table>.json`: its rows and what computed them. Reading one needs pandas only. The answers depend on the code and the libraries, not on the
 hardware: the pages read them from the default results root, whichever result set they render, and
 tests/test_explained.py fails, naming the command, when the stored answers are no longer what the explainer says.
 """
@@ -11,12 +11,16 @@ tests/test_explained.py fails, naming the command, when the stored answers are n
 from __future__ import annotations
 
 import json
+from collections.abc import Callable, Sequence
+from importlib import metadata
 from pathlib import Path
 from typing import NamedTuple
 
 import pandas as pd
 
+import lstmstudy
 from lstmstudy.errors import ResultsCorrupt, StudyError
+from lstmstudy.hardware import git_state
 from lstmstudy.results import atomic_write, default_root
 
 #: each table's columns, in the order its page shows them
@@ -100,3 +104,46 @@ def _read(file: Path, table: str) -> dict:
         raise ResultsCorrupt(f"{file}: not a stored {table} table (rows with the columns {list(COLUMNS[table])} and "
                              f"what computed them): `{WRITE}` writes it again")
     return stored
+
+
+# --- asking the explainer (the measuring house: torch and Keras) ---------------------------------------------
+
+def _triggers() -> tuple[pd.DataFrame, list[str]]:
+    """Claim 1's Keras triggers and PyTorch's settings, on a machine with a GPU, on this process's Keras backend."""
+    from lstmstudy.backends import keras_backend
+    from lstmstudy.claims.cudnn_fallback import TRIGGERS
+    from lstmstudy.kernels import criteria_tables
+
+    return criteria_tables.triggers([k for k in TRIGGERS if k.startswith("keras.")], device="cuda"), [keras_backend()]
+
+
+def _masks() -> tuple[pd.DataFrame, list[str]]:
+    """Claim 5's masks and padded or packed batches, on both Keras backends."""
+    from lstmstudy.kernels import criteria_tables
+
+    return criteria_tables.masks(), ["tensorflow", "torch"]
+
+
+#: each table the pages read: how the explainer answers it now, and the Keras backends it asks
+TABLES: dict[str, Callable[[], tuple[pd.DataFrame, list[str]]]] = {"triggers": _triggers, "masks": _masks}
+
+
+def write(tables: Sequence[str] = tuple(TABLES), root: Path | None = None) -> dict[Path, bool]:
+    """Ask the explainer `tables` again and store them where the pages read them; each file and whether it
+    changed. Nothing is stored when a row could not be explained here (no TensorFlow for its backend, say)."""
+    import torch
+
+    from lstmstudy.backends import import_keras
+
+    answered = {name: TABLES[name]() for name in tables}
+    for name, (frame, _) in answered.items():
+        failed = frame[frame.kernel == "?"]
+        if not failed.empty:
+            raise StudyError(f"the {name} table could not be explained here, nothing stored: "
+                             f"{failed['why not the fused kernel'].iloc[0]}")
+    commit, dirty = git_state()
+    computed = {"lstmstudy": lstmstudy.__version__, "git_commit": commit, "git_dirty": dirty,
+                "keras": import_keras().__version__, "tensorflow": metadata.version("tensorflow"),
+                "torch": torch.__version__}
+    return {path(name, root): store(name, frame, {**computed, "keras_backends": backends}, root)
+            for name, (frame, backends) in answered.items()}

@@ -26,9 +26,7 @@ CLEAN = {"lstmstudy": "0.1.0", "git_commit": "abc1234", "git_dirty": False, "ker
 def answered(request) -> tuple[str, pd.DataFrame, list[str]]:
     """A table as the explainer answers it now, once per test module (masks starts a process for Keras's other
     backend)."""
-    from lstmstudy.kernels import criteria_tables
-
-    frame, backends = criteria_tables.TABLES[request.param]()
+    frame, backends = explained.TABLES[request.param]()
     return request.param, frame, backends
 
 
@@ -111,10 +109,8 @@ def test_a_file_with_the_same_answers_at_a_clean_commit_is_kept(tmp_path):
 
 
 def test_explain_tables_writes_the_store_and_nothing_when_a_row_failed(tmp_path, monkeypatch, capsys):
-    from lstmstudy.kernels import criteria_tables
-
-    monkeypatch.setattr(criteria_tables, "git_state", lambda: ("abc1234", False))
-    monkeypatch.setattr(criteria_tables, "TABLES", {"triggers": lambda: (_frame(), ["torch"]),
+    monkeypatch.setattr(explained, "git_state", lambda: ("abc1234", False))
+    monkeypatch.setattr(explained, "TABLES", {"triggers": lambda: (_frame(), ["torch"]),
                                                      "masks": lambda: (_frame(table="masks"), ["torch"])})
     args = ["explain", "--tables", "--results-dir", str(tmp_path)]
     assert cli.main(args) == 0 and cli.main(args) == 0
@@ -122,7 +118,7 @@ def test_explain_tables_writes_the_store_and_nothing_when_a_row_failed(tmp_path,
     assert capsys.readouterr().out == "".join(f"wrote {path}\n" for path in paths) + \
         "".join(f"unchanged: {path}\n" for path in paths)
     assert explained.load("masks", tmp_path).table.to_dict("records") == _frame(table="masks").to_dict("records")
-    monkeypatch.setitem(criteria_tables.TABLES, "masks", lambda: (_frame("?", "masks"), ["torch"]))
+    monkeypatch.setitem(explained.TABLES, "masks", lambda: (_frame("?", "masks"), ["torch"]))
     assert cli.main(args) == 2 and "could not be explained here, nothing stored" in capsys.readouterr().err
     assert explained.load("masks", tmp_path).table.kernel.tolist() == ["cudnn"]
 

@@ -173,3 +173,25 @@ from lstmstudy.houses import block_measuring
 with pytest.raises(RuntimeError, match="the measuring stack is already imported .*torch"):
     block_measuring()
 """)
+
+
+#: the package's layers, top first; every module not named is in the last: measuring, and what both houses share
+COMMANDS = {"lstmstudy.cli", "lstmstudy.watch", "lstmstudy.check"}  # the command line and the helpers people import
+PAGES = {"lstmstudy.ledger", "lstmstudy.notebook", "lstmstudy.plots", "lstmstudy.published_rules",
+         "lstmstudy.explained", "lstmstudy.toc"}  # with every claim module: what the pages compute and judge
+
+
+def layer(module: str) -> int:
+    if module in COMMANDS:
+        return 0
+    return 1 if module in PAGES or module.startswith("lstmstudy.claims") else 2
+
+
+def test_no_module_imports_one_above_it():
+    """The claims and the pages sit above the measuring code, and the commands above both: measuring never reaches
+    up for a claim's analysis, and a claim for a command."""
+    graph = import_graph()
+    upward = sorted(f"{source} -> {target}" for source, targets in graph.items() for target in targets
+                    if layer(target) < layer(source))
+    assert not upward, f"imports that reach a layer above: {upward}"
+    assert all(module in graph for module in COMMANDS | PAGES), "a layer names a module that is gone"

@@ -1,8 +1,8 @@
 """The explainer's answers as the claim pages show them: which kernel each setting gets, and why.
 
 `triggers` lists the settings that break cuDNN's criteria (claim 1); `masks` the padding and masking cases
-(claim 5), Keras on both of its backends and PyTorch on a GPU and a CPU. `write` stores both where the pages read
-them (`lstmstudy.explained`), so that rendering needs none of the frameworks asked here.
+(claim 5), Keras on both of its backends and PyTorch on a GPU and a CPU. `lstmstudy.explained` stores both where
+the pages read them, so that rendering needs none of the frameworks asked here.
 """
 
 from __future__ import annotations
@@ -11,18 +11,14 @@ import json
 import os
 import subprocess
 import sys
-from collections.abc import Callable, Sequence
-from importlib import metadata
+from collections.abc import Sequence
 from pathlib import Path
 
 import numpy as np
 import pandas as pd
 
-import lstmstudy
-from lstmstudy import data, explained
+from lstmstudy import data
 from lstmstudy.backends import import_keras, keras_backend
-from lstmstudy.errors import StudyError
-from lstmstudy.hardware import git_state
 from lstmstudy.kernels.criteria import explain_cudnn
 
 
@@ -107,38 +103,3 @@ def masks() -> pd.DataFrame:
                          "fused": e.fused_eligible if device == "cuda" else e.kernel == "onednn",
                          "why not the fused kernel": "; ".join(notes) or "-"})
     return pd.DataFrame(rows)
-
-
-def claim_triggers() -> pd.DataFrame:
-    """`triggers` for claim 1's Keras triggers, on a machine with a GPU: the table its page shows."""
-    from lstmstudy.claims.cudnn_fallback import TRIGGERS
-
-    return triggers([k for k in TRIGGERS if k.startswith("keras.")], device="cuda")
-
-
-#: each table the pages read from the store (`lstmstudy.explained`): how the explainer answers it now, and the
-#: Keras backends it asks
-TABLES: dict[str, Callable[[], tuple[pd.DataFrame, list[str]]]] = {
-    "triggers": lambda: (claim_triggers(), [keras_backend()]),
-    "masks": lambda: (masks(), ["tensorflow", "torch"]),
-}
-
-
-def write(tables: Sequence[str] = tuple(TABLES), root: Path | None = None) -> dict[Path, bool]:
-    """Explain `tables` again and store them where the pages read them, so that rendering needs none of the
-    frameworks; each file and whether it changed. Nothing is stored when a row could not be explained here (no
-    TensorFlow for its backend, say)."""
-    import torch
-
-    answered = {name: TABLES[name]() for name in tables}
-    for name, (frame, _) in answered.items():
-        failed = frame[frame.kernel == "?"]
-        if not failed.empty:
-            raise StudyError(f"the {name} table could not be explained here, nothing stored: "
-                             f"{failed['why not the fused kernel'].iloc[0]}")
-    commit, dirty = git_state()
-    computed = {"lstmstudy": lstmstudy.__version__, "git_commit": commit, "git_dirty": dirty,
-                "keras": import_keras().__version__, "tensorflow": metadata.version("tensorflow"),
-                "torch": torch.__version__}
-    return {explained.path(name, root): explained.store(name, frame, {**computed, "keras_backends": backends}, root)
-            for name, (frame, backends) in answered.items()}
