@@ -1,11 +1,12 @@
 """The cuDNN explainer's answers that claim pages 1 and 5 show, stored so that the pages render without torch,
 TensorFlow, Keras or pynvml (the rendering house).
 
-The explainer needs the real layers and modules, so the measuring house asks it (`write`, which
-`lstmstudy explain --tables` runs; the questions are in `lstmstudy.kernels.criteria_tables`) and stores each table as
-`results/explained/<table>.json`: its rows and what computed them. Reading one needs pandas only. The answers depend on the code and the libraries, not on the
-hardware: the pages read them from the default results root, whichever result set they render, and
-tests/test_explained.py fails, naming the command, when the stored answers are no longer what the explainer says.
+The explainer needs the real layers and modules, so the measuring house asks it (`write`, which `lstmstudy explain
+--tables` runs; the questions are in `lstmstudy.kernels.criteria_tables`) and stores each table as
+`results/explained/<table>.json`: its rows and what computed them. Reading one needs pandas only. The answers
+depend on the code and the libraries, not on the hardware: the pages read them from the default results root,
+whichever result set they render, and tests/test_explained.py fails, naming the command, when the stored answers
+are no longer what the explainer says.
 """
 
 from __future__ import annotations

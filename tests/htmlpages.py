@@ -100,10 +100,16 @@ def _notebook(source: Path):
     return nbformat.read(source, as_version=4)
 
 
+#: a MyST `include` directive: the file it names is part of the page
+INCLUDE = re.compile(r"^```\{include\} (\S+)\n```", re.M)
+
+
 def markdown_of(source: Path) -> str:
-    """The Markdown a page's prose is written in (every Markdown cell of a notebook)."""
+    """The Markdown a page's prose is written in (every Markdown cell of a notebook; a Markdown page with the files it
+    includes)."""
     if source.suffix == ".md":
-        return source.read_text()
+        text = source.read_text()
+        return INCLUDE.sub(lambda m: (source.parent / m[1]).read_text(), text)
     return "\n\n".join(c.source for c in _notebook(source).cells if c.cell_type == "markdown"
                        and "remove-cell" not in c.get("metadata", {}).get("tags", []))
 

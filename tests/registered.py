@@ -1,4 +1,4 @@
-"""Checking a list of the claims kept outside the registry (`lstmstudy.claims.MODULES`, `GPU_ORDER`) against it,
+"""Checking a list of the claims kept outside the registry (`lstmstudy.claims.registry()`) against it,
 so that a forgotten entry fails with one message that names it and says where it goes."""
 
 from __future__ import annotations

@@ -55,7 +55,7 @@ def test_checked_compute_dtype(precision, dtype, mixed, ok):
 @pytest.fixture
 def fused_runs_bf16(monkeypatch):
     """torch.fused as where bf16 runs fused (a GPU), on any CPU: its availability check says yes."""
-    monkeypatch.setattr(torch_kernels, "fused", replace(torch_kernels.fused, unavailable=lambda device, precision: None))
+    monkeypatch.setattr(torch_kernels, "fused", replace(torch_kernels.fused, unavailable=lambda device, prec: None))
 
 
 @pytest.fixture

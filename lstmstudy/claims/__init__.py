@@ -3,29 +3,27 @@
 Each claim module (`lstmstudy.claims.cudnn_fallback`, ...) exposes one `Claim` as `CLAIM`: its number,
 its one name (module, results folder, notebook stem, ledger), its source, the seed's figures, the default grid per
 device kind and `verdicts(frame) -> list[Verdict]`, decided by a rule stated before the data (`lstmstudy.rules`).
-`registry()` lists them in order, with the kernel benchmark (`kernels`, measured but never judged) last; the
-command line, the notebooks and the ledger all read that list.
-
-The registry is `MODULES` and `GPU_ORDER` below: every other list of the claims is read from it or checked
-against it. Adding a claim (an eighth, say) takes:
+`registry()` finds them, every module of this package, and lists them in claim order, with the kernel benchmark
+(`kernels`, measured but never judged) last; the command line, the notebooks and the ledger all read that list,
+and every other list of the claims is read from it or checked against it. Adding a claim (an eighth, say) takes:
 
 1. a module, `lstmstudy/claims/<name>.py`, whose `CLAIM` has the number `"08"` (with its tests,
    `tests/test_claim_<name>.py`, as any module has);
-2. its notebook, `notebooks/08_<name>.ipynb` (the page's source: copy another claim's);
-3. its name at the end of `MODULES` (before `kernel_benchmark`), and its stem in `GPU_ORDER` where a GPU node
-   should measure it (`scripts/gpu-node.sh` reads that order from `lstmstudy measure --claims gpu-order`).
+2. its notebook, `notebooks/08_<name>.ipynb` (the page's source: copy another claim's).
 
-The rest follows. `lstmstudy reproduce --claims 08` renders its page into book/claims/, which `_toc.yml` takes
-whole, and writes the landing page's table of claims (`ledger.claims_table`, from each claim's `says`); the
-ledger, the conclusions and the command line read the registry. tests/test_toc.py checks the book against the
-registry, tests/test_notebooks.py the notebooks, tests/test_claims.py the numbering, `GPU_ORDER` and the GPU
-lease's plan.
+A GPU node measures it after the claims `GPU_ORDER` puts first (`scripts/gpu-node.sh` reads that order from
+`lstmstudy measure --claims gpu-order`); its stem there measures it sooner. The rest follows. `lstmstudy reproduce
+--claims 08` renders its page into book/claims/, which `_toc.yml` takes whole, and writes the landing page's table
+of claims (`ledger.claims_table`, from each claim's `says`); the ledger, the conclusions and the command line read
+the registry. tests/test_toc.py checks the book against the registry, tests/test_notebooks.py the notebooks,
+tests/test_claims.py the numbering, `GPU_ORDER` and the GPU lease's plan.
 """
 
 from __future__ import annotations
 
 import copy
 import importlib
+import pkgutil
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -40,13 +38,10 @@ if TYPE_CHECKING:  # the claims' analysis runs without torch; only measuring nee
     from lstmstudy.contract import Point
     from lstmstudy.sweep import Deadline, SweepReport
 
-#: the registry: every entry `lstmstudy measure` knows, by module, in the order it measures them by default: the
-#: claims, numbered in this order (01, 02, ...), then the kernel benchmark
-MODULES = ("cudnn_fallback", "cpu_vs_gpu_batch", "mixed_precision", "frameworks_vs_baseline", "bucketing", "energy",
-           "parallel_training", "kernel_benchmark")
 #: the order a GPU node measures them (`--claims gpu-order`), the most telling first, with each one's plan
-#: (`Claim.estimate_s("cuda")`). It is planned from the CPU runs and a review of the grids, not yet measured on a GPU;
-#: tests/test_claims.py keeps the first five within 15 minutes of measuring, and the whole within 26.
+#: (`Claim.estimate_s("cuda")`); a claim not named here comes after them, in claim order. It is planned from the CPU
+#: runs and a review of the grids, not yet measured on a GPU; tests/test_claims.py keeps the first five within 15
+#: minutes of measuring, and the whole within 26.
 GPU_ORDER = (
     "06_energy",                  # 24 x 7.5 s            = 180 s (fp32; 5 interleaved energy windows of >= 1 s)
     "01_cudnn_fallback",          # 84 x 1.5 s + 2 x 60 s = 246 s (torch.compiled last, one cold compile each)
@@ -154,20 +149,22 @@ class Claim:
 
 
 def registry(*, judged_only: bool = False) -> list[Claim]:
-    """Every claim in order (and the kernel benchmark last, unless `judged_only`)."""
-    entries = [importlib.import_module(f"lstmstudy.claims.{name}").CLAIM for name in MODULES]
+    """The `CLAIM` of every module of this package, in claim order (01, 02, ...), then the kernel benchmark (it has
+    no number), unless `judged_only`."""
+    modules = [importlib.import_module(f"{__name__}.{module.name}") for module in pkgutil.iter_modules(__path__)]
+    entries = sorted((module.CLAIM for module in modules), key=lambda claim: claim.number or "~")
     return [c for c in entries if c.number or not judged_only]
 
 
 def lookup(wanted: Sequence[str] | None) -> list[Claim]:
     """Claims by number (`01`), name (`cudnn_fallback`) or stem, in the order asked (a short GPU lease measures
-    the most telling first), each once; None or 'all': every one, in registry order; 'gpu-order': every one, in
-    `GPU_ORDER`."""
+    the most telling first), each once; None or 'all': every one, in registry order; 'gpu-order': every one, those
+    of `GPU_ORDER` first."""
     entries = registry()
     if not wanted or list(wanted) == ["all"]:
         return entries
     if list(wanted) == ["gpu-order"]:
-        wanted = GPU_ORDER
+        wanted = [*GPU_ORDER, *(c.stem for c in entries)]
     chosen: dict[str, Claim] = {}
     for want in wanted:
         matches = [c for c in entries if want in (c.number, c.name, c.stem)]
