@@ -27,7 +27,8 @@ if TYPE_CHECKING:
 CHOSEN_NOTE = "TensorFlow is not installed, so Keras runs on its torch backend (KERAS_BACKEND=torch)"
 
 
-def _importable(name: str) -> bool:
+def importable(name: str) -> bool:
+    """Whether `name` can be imported here: installed, and not blocked (`lstmstudy.houses`)."""
     try:
         return importlib.util.find_spec(name) is not None
     except (ImportError, ValueError):  # a blocked or broken package counts as missing
@@ -41,7 +42,7 @@ def chosen_note() -> str | None:
 
 def choose_keras_backend() -> bool:
     """Set `KERAS_BACKEND=torch` when it is unset and TensorFlow cannot be imported; True if it did."""
-    if "KERAS_BACKEND" in os.environ or _importable("tensorflow"):
+    if "KERAS_BACKEND" in os.environ or importable("tensorflow"):
         return False
     os.environ["KERAS_BACKEND"] = "torch"
     os.environ["LSTMSTUDY_KERAS_BACKEND_CHOSEN"] = "1"  # child processes (notebook kernels) say it too
@@ -76,7 +77,7 @@ def import_keras():
 @cache
 def keras_backend() -> str:
     """The Keras backend in use ('tensorflow', 'torch', 'jax'); '' when Keras is not installed."""
-    return import_keras().backend.backend() if _importable("keras") else ""
+    return import_keras().backend.backend() if importable("keras") else ""
 
 
 def backend_for(kernel: str) -> str:

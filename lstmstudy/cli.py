@@ -12,7 +12,6 @@ never a traceback.
 from __future__ import annotations
 
 import argparse
-import importlib.util
 import json
 import os
 import subprocess
@@ -146,10 +145,11 @@ def _hide_plumbing(page: Path) -> None:
 
 
 def cmd_reproduce(args: argparse.Namespace) -> int:
-    from lstmstudy import hardware
-    from lstmstudy.backends import chosen_note
+    from lstmstudy import hardware, ledger
+    from lstmstudy.backends import chosen_note, importable
 
-    hardware.resolve_device(args.device)  # fail before running anything if the device is not here
+    if not args.no_measure:
+        hardware.resolve_device(args.device)  # fail before running anything if the device is not here
     notebooks = select_claims(args.claims, claim_notebooks(args.notebooks))
     if not notebooks:
         print(f"no claim notebooks in {args.notebooks} yet; nothing to reproduce")
@@ -165,14 +165,12 @@ def cmd_reproduce(args: argparse.Namespace) -> int:
                 measuring=not args.no_measure, progress=not args.no_progress)
     pages_out = args.pages_out or (BOOK if args.out == EXECUTED else args.out)  # --out alone: all go there
     pages_out.mkdir(parents=True, exist_ok=True)
-    from lstmstudy import ledger
-
     (pages_out / ledger.CLAIMS_TABLE).write_text(ledger.claims_table())
     print(f"the landing page's table of claims -> {pages_out / ledger.CLAIMS_TABLE}")
     # the ledger, the conclusions and the guide pages read every stored result set: rendered after any claim
     for name, source in summary_notebooks(args.notebooks).items():
         target = pages_out / source.name
-        if name in GUIDE_PAGES and importlib.util.find_spec("keras") is None:
+        if name in GUIDE_PAGES and not importable("keras"):
             print(f"{name}: left as rendered: the page runs the fallback watch on a Keras model, and Keras is not "
                   f"installed here")
             continue

@@ -107,7 +107,7 @@ def test_claims_are_found_by_number_name_or_stem():
 def test_without_tensorflow_keras_gets_the_torch_backend(monkeypatch):
     monkeypatch.delenv("KERAS_BACKEND", raising=False)
     monkeypatch.delenv("LSTMSTUDY_KERAS_BACKEND_CHOSEN", raising=False)
-    monkeypatch.setattr(backends, "_importable", lambda name: name != "tensorflow")
+    monkeypatch.setattr(backends, "importable", lambda name: name != "tensorflow")
     assert backends.choose_keras_backend() is True
     assert backends.os.environ["KERAS_BACKEND"] == "torch" and backends.chosen_note() == backends.CHOSEN_NOTE
 
@@ -119,7 +119,7 @@ def test_a_backend_the_user_set_or_tensorflow_keeps_keras_as_it_is(monkeypatch, 
         monkeypatch.setenv("KERAS_BACKEND", preset)
     else:
         monkeypatch.delenv("KERAS_BACKEND", raising=False)
-    monkeypatch.setattr(backends, "_importable", lambda name: tensorflow or name != "tensorflow")
+    monkeypatch.setattr(backends, "importable", lambda name: tensorflow or name != "tensorflow")
     assert backends.choose_keras_backend() is False
     assert backends.os.environ.get("KERAS_BACKEND") == preset and backends.chosen_note() is None
 

@@ -108,6 +108,31 @@ def test_reproduce_renders_the_ledger_and_conclusions_after_the_claims(tmp_path)
     assert (book / "claims" / "01_demo.ipynb").exists()
 
 
+def test_reproduce_no_measure_renders_where_the_measuring_stack_is_not_installed(tmp_path):
+    """As on a laptop with pandas and Jupyter only: the claim and summary pages render in kernels that could not
+    import torch if they tried, and the guide page, which runs a Keras model, is left as it is, in one line."""
+    import nbformat
+
+    src, book = tmp_path / "src", tmp_path / "book"
+    src.mkdir()
+    _parameterised_notebook(src / "01_demo.ipynb", "import importlib.util\nprint(importlib.util.find_spec('numpy'))")
+    for name in (*cli.SUMMARY_PAGES, *cli.GUIDE_PAGES):
+        _parameterised_notebook(src / f"{name}.ipynb", "import torch")
+    code = ("from lstmstudy.houses import block_measuring\nblock_measuring()\nfrom lstmstudy import cli\n"
+            f"raise SystemExit(cli.main(['reproduce', '--no-measure', '--no-progress', '--notebooks', {str(src)!r}, "
+            f"'--out', {str(book / 'claims')!r}, '--pages-out', {str(book)!r}, '--claims', '01']))")
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=300)
+    assert done.returncode == 2, done.stdout + done.stderr
+    assert "published.ipynb failed in cell" in done.stderr and "torch belongs to the measuring house" in done.stderr
+    assert (book / "claims" / "01_demo.ipynb").exists() and (book / "claims_table.md").exists()
+    for name in (*cli.SUMMARY_PAGES, *cli.GUIDE_PAGES):
+        _parameterised_notebook(src / f"{name}.ipynb", f"print({name!r})")
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=300)
+    assert done.returncode == 0, done.stderr
+    assert "check_your_model: left as rendered" in done.stdout and not (book / "check_your_model.ipynb").exists()
+    assert nbformat.read(book / "ledger.ipynb", as_version=4).cells[-1].outputs[0]["text"] == "ledger\n"
+
+
 def test_missing_pages_are_named_before_the_book_is_built(tmp_path):
     import nbformat
 
