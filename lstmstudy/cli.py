@@ -170,9 +170,9 @@ def cmd_reproduce(args: argparse.Namespace) -> int:
     # the ledger, the conclusions and the guide pages read every stored result set: rendered after any claim
     for name, source in summary_notebooks(args.notebooks).items():
         target = pages_out / source.name
-        if name in GUIDE_PAGES and not importable("keras"):
-            print(f"{name}: left as rendered: the page runs the fallback watch on a Keras model, and Keras is not "
-                  f"installed here")
+        if name in GUIDE_PAGES and not (importable("keras") and importable("torch")):
+            print(f"{name}: left as rendered: the page runs the fallback watch on a Keras model, which needs Keras and "
+                  f"torch, and one of them is not installed here")
             continue
         print(f"{name}: rendering from every stored result set -> {target}")
         # a guide page runs a helper on a real model: the measuring house's, however it is reproduced

@@ -3,10 +3,10 @@ TensorFlow, Keras or pynvml (the rendering house).
 
 The explainer needs the real layers and modules, so the measuring house asks it (`write`, which `lstmstudy explain
 --tables` runs; the questions are in `lstmstudy.kernels.criteria_tables`) and stores each table as
-`results/explained/<table>.json`: its rows and what computed them. Reading one needs pandas only. The answers
-depend on the code and the libraries, not on the hardware: the pages read them from the default results root,
-whichever result set they render, and tests/test_explained.py fails, naming the command, when the stored answers
-are no longer what the explainer says.
+`results/explained/<table>.json` of the checkout: its rows and what computed them. Reading one needs pandas only.
+The answers depend on the code and the libraries, not on the hardware, so they stay with the code: the pages read
+them there whatever result set they render (`$LSTMSTUDY_RESULTS` moves the measurements, not these), and
+tests/test_explained.py fails, naming the command, when the stored answers are no longer what the explainer says.
 """
 
 from __future__ import annotations
@@ -22,8 +22,10 @@ import pandas as pd
 import lstmstudy
 from lstmstudy.errors import ResultsCorrupt, StudyError
 from lstmstudy.hardware import git_state
-from lstmstudy.results import atomic_write, default_root
+from lstmstudy.results import atomic_write
 
+#: where the tables are kept: the checkout's results/, beside the code whose answers they are
+CHECKOUT_RESULTS = Path(__file__).resolve().parent.parent / "results"
 #: each table's columns, in the order its page shows them
 COLUMNS: dict[str, tuple[str, ...]] = {
     "triggers": ("configuration", "kernel", "fused", "why not the fused kernel"),
@@ -41,8 +43,8 @@ class Explained(NamedTuple):
 
 
 def path(table: str, root: Path | None = None) -> Path:
-    """Where a table is stored: `<results root>/explained/<table>.json`."""
-    return Path(root or default_root()) / "explained" / f"{table}.json"
+    """Where a table is stored: `<root>/explained/<table>.json`, the checkout's results/ by default."""
+    return Path(root or CHECKOUT_RESULTS) / "explained" / f"{table}.json"
 
 
 def load(table: str, root: Path | None = None) -> Explained:
@@ -65,8 +67,8 @@ def provenance(computed: dict) -> str:
 
 def store(table: str, frame: pd.DataFrame, computed: dict, root: Path | None = None) -> bool:
     """Store a table and what computed it; True if the file changed. A file holding the same rows from the same
-    versions, explained at a clean commit, is kept: that commit gives the same answers, and a measuring
-    reproduction then rewrites nothing."""
+    versions, explained at a clean commit, is kept: that commit gives the same answers, so asking again after a
+    commit that changed nothing they depend on rewrites nothing."""
     if tuple(frame.columns) != COLUMNS[table] or set(computed) != set(COMPUTED_WITH):
         raise ValueError(f"the {table} table needs the columns {COLUMNS[table]} and {COMPUTED_WITH}")
     new = {"table": table, "computed_with": {k: computed[k] for k in COMPUTED_WITH},
@@ -129,6 +131,14 @@ def _masks() -> tuple[pd.DataFrame, list[str]]:
 TABLES: dict[str, Callable[[], tuple[pd.DataFrame, list[str]]]] = {"triggers": _triggers, "masks": _masks}
 
 
+def _version(package: str) -> str:
+    """The installed version of `package`, '' where it is not installed (Keras on its torch backend)."""
+    try:
+        return metadata.version(package)
+    except metadata.PackageNotFoundError:
+        return ""
+
+
 def write(tables: Sequence[str] = tuple(TABLES), root: Path | None = None) -> dict[Path, bool]:
     """Ask the explainer `tables` again and store them where the pages read them; each file and whether it
     changed. Nothing is stored when a row could not be explained here (no TensorFlow for its backend, say)."""
@@ -144,7 +154,7 @@ def write(tables: Sequence[str] = tuple(TABLES), root: Path | None = None) -> di
                              f"{failed['why not the fused kernel'].iloc[0]}")
     commit, dirty = git_state()
     computed = {"lstmstudy": lstmstudy.__version__, "git_commit": commit, "git_dirty": dirty,
-                "keras": import_keras().__version__, "tensorflow": metadata.version("tensorflow"),
+                "keras": import_keras().__version__, "tensorflow": _version("tensorflow"),
                 "torch": torch.__version__}
     return {path(name, root): store(name, frame, {**computed, "keras_backends": backends}, root)
             for name, (frame, backends) in answered.items()}

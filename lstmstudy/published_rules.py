@@ -18,12 +18,12 @@ import numpy as np
 import pandas as pd
 
 from lstmstudy import published
-from lstmstudy.rules import PART_WORDS, PUBLISHED_PREFIX, Outcome, Verdict, combine, settle
 from lstmstudy.claims import cpu_vs_gpu_batch as c02
 from lstmstudy.claims import cudnn_fallback as c01
 from lstmstudy.claims import frameworks_vs_baseline as c04
 from lstmstudy.claims import mixed_precision as c03
 from lstmstudy.claims import parallel_training as c07
+from lstmstudy.rules import PART_WORDS, PUBLISHED_PREFIX, Outcome, Verdict, combine, settle
 from lstmstudy.shapes import LSTMShape
 from lstmstudy.stats import bootstrap_ratio, geomean, one_per_round
 

@@ -10,10 +10,10 @@ import pytest
 import torch
 
 from lstmstudy import contract, data, kernels, results, sweep
-from lstmstudy.rules import Outcome
 from lstmstudy.claims import bucketing as claim
 from lstmstudy.errors import ParameterError
 from lstmstudy.hardware import Fingerprint
+from lstmstudy.rules import Outcome
 from lstmstudy.timing import Measurement
 from tests.measuring import QUICK, measure_one
 

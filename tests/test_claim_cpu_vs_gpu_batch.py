@@ -9,11 +9,11 @@ import pytest
 import torch
 
 from lstmstudy import contract, kernels, results, sweep, timing
-from lstmstudy.rules import Outcome
 from lstmstudy.claims import cpu_vs_gpu_batch as claim
 from lstmstudy.errors import ParameterError
 from lstmstudy.hardware import Fingerprint
 from lstmstudy.observe import Observation
+from lstmstudy.rules import Outcome
 from lstmstudy.shapes import LSTMShape
 from tests.measuring import measure_one
 

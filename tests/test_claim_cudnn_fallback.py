@@ -6,8 +6,8 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from lstmstudy.rules import CPU_ANALOGUE, GPU, Bands, Outcome
 from lstmstudy.claims import cudnn_fallback as claim
+from lstmstudy.rules import CPU_ANALOGUE, GPU, Bands, Outcome
 
 DRIFT = np.array([1.0, 1.3, 0.9, 1.2, 1.1])  # the rounds a group was timed in
 

@@ -23,12 +23,12 @@ import torch  # noqa: E402
 from matplotlib.collections import PolyCollection  # noqa: E402
 
 from lstmstudy import contract, hardware, nvml, plots, results, sweep  # noqa: E402
-from lstmstudy.rules import Outcome  # noqa: E402
 from lstmstudy.claims import energy as claim  # noqa: E402
 from lstmstudy.errors import ParameterError, Skip  # noqa: E402
 from lstmstudy.nvml import ENERGY_COUNTER_PERIOD_S, GpuMeasurement, WindowResult, nvml_available  # noqa: E402
 from lstmstudy.observe import Observation  # noqa: E402
 from lstmstudy.protocols import energy_windows  # noqa: E402
+from lstmstudy.rules import Outcome  # noqa: E402
 from lstmstudy.shapes import LSTMShape  # noqa: E402
 from lstmstudy.timing import Measurement  # noqa: E402
 

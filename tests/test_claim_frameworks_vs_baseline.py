@@ -12,11 +12,11 @@ import pytest
 import torch
 
 from lstmstudy import contract, results
-from lstmstudy.rules import Outcome
 from lstmstudy.claims import frameworks_vs_baseline as claim
 from lstmstudy.errors import ParameterError
 from lstmstudy.observe import Observation
 from lstmstudy.protocols import in_kernel
+from lstmstudy.rules import Outcome
 from lstmstudy.shapes import LSTMShape
 
 SHAPES = [(h, b, t) for h in (64, 256) for b in (1, 16) for t in (10, 50)]

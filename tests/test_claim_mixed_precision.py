@@ -7,9 +7,9 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from lstmstudy.rules import Outcome
 from lstmstudy.claims import mixed_precision as claim
 from lstmstudy.errors import ParameterError
+from lstmstudy.rules import Outcome
 
 CPU = "cpu-xeon-test-2t"
 GPU = "cuda-h100-test"

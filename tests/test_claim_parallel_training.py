@@ -9,10 +9,10 @@ import pytest
 import torch
 
 from lstmstudy import contract, hardware, results, sweep
-from lstmstudy.rules import Outcome
 from lstmstudy.claims import parallel_training as claim
 from lstmstudy.errors import ParameterError
 from lstmstudy.hardware import Fingerprint
+from lstmstudy.rules import Outcome
 from lstmstudy.timing import Measurement
 
 GPU = Fingerprint(device_kind="cuda", cpu_model="Test CPU 9000", cpu_flags=[], physical_cores=2, threads=2, ram_gb=8.0,

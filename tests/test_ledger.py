@@ -11,8 +11,8 @@ import pytest
 
 from lstmstudy import ledger, toc
 from lstmstudy.claims import Claim, registry
-from lstmstudy.rules import Outcome, Verdict
 from lstmstudy.cli import SUMMARY_PAGES
+from lstmstudy.rules import Outcome, Verdict
 
 ROOT = Path(__file__).resolve().parent.parent
 

@@ -6,8 +6,8 @@ from __future__ import annotations
 import pandas as pd
 
 from lstmstudy import notebook, results
-from lstmstudy.rules import Outcome, Verdict
 from lstmstudy.claims import cudnn_fallback as claim
+from lstmstudy.rules import Outcome, Verdict
 
 
 def verdict(hardware_id: str, outcome: Outcome, text: str = "2.50x", **extra) -> Verdict:

@@ -12,8 +12,8 @@ from registered import differences
 
 from lstmstudy import cli, results
 from lstmstudy.claims import registry
-from lstmstudy.errors import StudyError
 from lstmstudy.cli import claim_notebooks
+from lstmstudy.errors import StudyError
 
 ROOT = Path(__file__).resolve().parent.parent
 NOTEBOOKS = claim_notebooks()

@@ -9,10 +9,10 @@ import pandas as pd
 import pytest
 
 from lstmstudy import ledger, notebook, published, published_rules
-from lstmstudy.claims import lookup
-from lstmstudy.rules import PUBLISHED, Outcome
 from lstmstudy.claims import cudnn_fallback as c01
+from lstmstudy.claims import lookup
 from lstmstudy.claims import mixed_precision as c03
+from lstmstudy.rules import PUBLISHED, Outcome
 
 CLAIMS_WITH_PUBLISHED = ("01", "02", "03", "04", "07")
 

@@ -13,6 +13,8 @@ from lstmstudy.claims import registry
 from lstmstudy.cli import SUMMARY_PAGES, claim_notebooks
 
 ROOT = Path(__file__).resolve().parent.parent
+
+
 def test_every_claim_notebook_has_its_page_in_the_toc():
     pages = set(toc.toc_files())
     missing = [f"book/claims/{stem}" for stem in claim_notebooks() if f"book/claims/{stem}" not in pages]

@@ -59,8 +59,6 @@ DEVICE_KINDS = ("cpu", "cuda")
 SLOW_POINT_PLAN_S = {"cpu": 70.0, "cuda": 60.0}
 
 
-
-
 @dataclass(frozen=True)
 class Claim:
     """One claim of the study: what the command line, its notebook and the ledger need to know.
@@ -147,7 +145,6 @@ class Claim:
                             progress=progress, **options)
 
 
-
 def registry(*, judged_only: bool = False) -> list[Claim]:
     """The `CLAIM` of every module of this package, in claim order (01, 02, ...), then the kernel benchmark (it has
     no number), unless `judged_only`."""
@@ -173,6 +170,3 @@ def lookup(wanted: Sequence[str] | None) -> list[Claim]:
             raise ParameterError(f"unknown claim {want!r}; known: {known}")
         chosen.update((c.stem, c) for c in matches if c.stem not in chosen)
     return list(chosen.values())
-
-
-

@@ -61,10 +61,10 @@ import pandas as pd
 
 from lstmstudy import contract, data
 from lstmstudy.claims import Claim
-from lstmstudy.rules import Bands, Outcome, Verdict
 from lstmstudy.errors import ParameterError
 from lstmstudy.observe import what_ran
 from lstmstudy.parameters import check_choices, check_positive_ints
+from lstmstudy.rules import Bands, Outcome, Verdict
 from lstmstudy.shapes import LSTMShape
 from lstmstudy.stats import interleaved, row_ratio
 

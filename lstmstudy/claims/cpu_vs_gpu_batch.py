@@ -40,8 +40,8 @@ import pandas as pd
 
 from lstmstudy import contract, hardware
 from lstmstudy.claims import Claim
-from lstmstudy.rules import Outcome, Possible, Verdict, combine, crossover, settle
 from lstmstudy.parameters import check_bool, check_choices, check_positive_ints
+from lstmstudy.rules import Outcome, Possible, Verdict, combine, crossover, settle
 from lstmstudy.shapes import AUTOENCODER, BILSTM, LSTMShape
 from lstmstudy.stats import bootstrap_median, row_ratio, row_rounds
 

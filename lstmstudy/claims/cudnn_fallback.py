@@ -22,8 +22,8 @@ import pandas as pd
 
 from lstmstudy import contract
 from lstmstudy.claims import Claim
-from lstmstudy.rules import Bands, Outcome, Verdict
 from lstmstudy.parameters import check_bool, check_choices, check_positive_ints
+from lstmstudy.rules import Bands, Outcome, Verdict
 from lstmstudy.shapes import LSTMShape
 from lstmstudy.stats import fixed_geomean_interval, geomean, geomean_interval, ratios
 

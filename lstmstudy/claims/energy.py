@@ -55,10 +55,10 @@ import pandas as pd
 
 from lstmstudy import contract
 from lstmstudy.claims import Claim, cudnn_fallback
-from lstmstudy.rules import Bands, Outcome, Verdict
 from lstmstudy.errors import ParameterError
 from lstmstudy.observe import what_ran
 from lstmstudy.parameters import check_choices
+from lstmstudy.rules import Bands, Outcome, Verdict
 from lstmstudy.shapes import LSTMShape
 from lstmstudy.stats import geomean, geomean_interval, interleaved, window_median, window_ratio
 

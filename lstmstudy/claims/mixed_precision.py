@@ -28,9 +28,9 @@ import pandas as pd
 
 from lstmstudy import contract, published
 from lstmstudy.claims import Claim
-from lstmstudy.rules import PART_WORDS, Outcome, Verdict, combine, holds_below, holds_from, settle
 from lstmstudy.observe import what_ran
 from lstmstudy.parameters import check_bool, check_choices, check_positive_ints
+from lstmstudy.rules import PART_WORDS, Outcome, Verdict, combine, holds_below, holds_from, settle
 from lstmstudy.shapes import LSTMShape
 from lstmstudy.stats import percentile_interval, row_replicates
 

@@ -40,10 +40,10 @@ import pandas as pd
 
 from lstmstudy import contract, data
 from lstmstudy.claims import Claim
-from lstmstudy.rules import PART_WORDS, Outcome, Verdict, combine, holds_from, settle
 from lstmstudy.errors import ParameterError
 from lstmstudy.parallel.batching import timed_plan
 from lstmstudy.parameters import check_choices, check_positive_ints
+from lstmstudy.rules import PART_WORDS, Outcome, Verdict, combine, holds_from, settle
 from lstmstudy.shapes import LSTMShape
 from lstmstudy.stats import row_ratio
 
