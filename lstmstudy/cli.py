@@ -273,7 +273,7 @@ def parser() -> argparse.ArgumentParser:
     exp.add_argument("path", type=Path, nargs="?", metavar="PATH", help="a model saved with model.save('....keras')")
     exp.add_argument("--tables", action="store_true",
                      help="instead of a model: explain the settings the pages of claims 1 and 5 show and store them in "
-                          "<results>/explained/, where the pages read them")
+                          "the checkout's results/explained/, where the pages read them (or under --results-dir)")
     exp.add_argument("--json", action="store_true", help="print JSON")
     exp.add_argument("--results-dir", type=Path, help="results root (default: $LSTMSTUDY_RESULTS or results/)")
     exp.set_defaults(func=cmd_explain)
