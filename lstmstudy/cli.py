@@ -19,7 +19,7 @@ import sys
 from pathlib import Path
 
 from lstmstudy.errors import StudyError
-from lstmstudy.toc import missing_pages
+from lstmstudy.toc import CLAIM_NOTEBOOKS, CLAIMS_TABLE, missing_pages
 
 ROOT = Path(__file__).resolve().parent.parent
 NOTEBOOKS = ROOT / "notebooks"
@@ -37,7 +37,7 @@ LOGS = ROOT / "_build" / "logs"
 
 def claim_notebooks(folder: Path = NOTEBOOKS) -> dict[str, Path]:
     """Claim notebooks by stem (`01_cudnn_fallback`), in order."""
-    return {path.stem: path for path in sorted(folder.glob("[0-9][0-9]_*.ipynb"))}
+    return {path.stem: path for path in sorted(folder.glob(CLAIM_NOTEBOOKS))}
 
 
 def summary_notebooks(folder: Path = NOTEBOOKS) -> dict[str, Path]:
@@ -165,8 +165,8 @@ def cmd_reproduce(args: argparse.Namespace) -> int:
                 measuring=not args.no_measure, progress=not args.no_progress)
     pages_out = args.pages_out or (BOOK if args.out == EXECUTED else args.out)  # --out alone: all go there
     pages_out.mkdir(parents=True, exist_ok=True)
-    (pages_out / ledger.CLAIMS_TABLE).write_text(ledger.claims_table())
-    print(f"the landing page's table of claims -> {pages_out / ledger.CLAIMS_TABLE}")
+    (pages_out / CLAIMS_TABLE).write_text(ledger.claims_table())
+    print(f"the landing page's table of claims -> {pages_out / CLAIMS_TABLE}")
     # the ledger, the conclusions and the guide pages read every stored result set: rendered after any claim
     for name, source in summary_notebooks(args.notebooks).items():
         target = pages_out / source.name

@@ -95,13 +95,9 @@ def _cites(keys: str) -> str:
     return f" {{cite:p}}`{keys.replace(' ', '')}`" if keys else ""
 
 
-#: the landing page's table of claims: `lstmstudy reproduce` writes it (`claims_table`), book/intro.md includes it
-CLAIMS_TABLE = "claims_table.md"
-
-
 def claims_table(claims: Sequence[Claim] | None = None) -> str:
-    """The landing page's table of claims, in claim order: each one's number, what its sources say (`Claim.says`),
-    its page, and the conclusions' summary of what others published on it."""
+    """The landing page's table of claims (`toc.CLAIMS_TABLE`), in claim order: each one's number, what its sources
+    say (`Claim.says`), its page, and the conclusions' summary of what others published on it."""
     rows = [f"| {int(c.number)} | {c.says} | {{doc}}`claims/{c.stem}` | "
             f"{{glue:text}}`conclusions.ipynb::conclusions_published_{c.number}:s` |"
             for c in (claims if claims is not None else registry(judged_only=True))]

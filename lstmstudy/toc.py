@@ -11,6 +11,11 @@ import yaml
 
 ROOT = Path(__file__).resolve().parent.parent
 TOC = ROOT / "_toc.yml"
+#: the claim notebooks in notebooks/ (`01_cudnn_fallback.ipynb`): each renders into book/claims/
+CLAIM_NOTEBOOKS = "[0-9][0-9]_*.ipynb"
+#: the landing page's table of claims in book/: `lstmstudy reproduce` writes it (`ledger.claims_table`),
+#: book/intro.md includes it
+CLAIMS_TABLE = "claims_table.md"
 
 
 def toc_files(toc: Path = TOC) -> list[str]:
@@ -41,7 +46,7 @@ def missing_pages(root: Path = ROOT) -> list[str]:
     """What `lstmstudy reproduce` writes that the book needs and does not exist yet: the pages of the table of
     contents, the page of each claim notebook (which the table of contents takes whole) and the landing page's
     table of claims."""
-    claims = [f"book/claims/{notebook.stem}" for notebook in sorted((root / "notebooks").glob("[0-9][0-9]_*.ipynb"))]
+    claims = [f"book/claims/{notebook.stem}" for notebook in sorted((root / "notebooks").glob(CLAIM_NOTEBOOKS))]
     pages = [name for name in dict.fromkeys([*toc_files(root / "_toc.yml"), *claims])
              if not any((root / f"{name}{suffix}").exists() for suffix in (".md", ".ipynb"))]
-    return pages + ([] if (root / "book" / "claims_table.md").exists() else ["book/claims_table.md"])
+    return pages + ([] if (root / "book" / CLAIMS_TABLE).exists() else [f"book/{CLAIMS_TABLE}"])

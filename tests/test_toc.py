@@ -36,7 +36,7 @@ def test_the_claim_pages_are_the_registered_claims_in_order():
 def test_the_landing_page_lists_the_registered_claims_in_order():
     """Its table of claims is written from the registry by `lstmstudy reproduce`, and it is current."""
     assert "```{include} claims_table.md\n```" in (ROOT / "book" / "intro.md").read_text()
-    written = (ROOT / "book" / ledger.CLAIMS_TABLE).read_text()
+    written = (ROOT / "book" / toc.CLAIMS_TABLE).read_text()
     assert written == ledger.claims_table(), "book/claims_table.md is stale: run `lstmstudy reproduce --no-measure`"
     rows = [line.split(" | ")[2] for line in written.splitlines() if re.match(r"\| \d+ \|", line)]
     assert rows == [f"{{doc}}`claims/{c.stem}`" for c in registry(judged_only=True)]
