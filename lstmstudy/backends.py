@@ -23,6 +23,10 @@ from typing import TYPE_CHECKING
 if TYPE_CHECKING:
     import torch
 
+#: the environment variables that cap oneDNN's instruction set below the CPU's (oneDNN's own name, and its old one):
+#: torch's oneDNN and TensorFlow's read them, but TensorFlow's own CPU check does not (`keras_kernels.unavailable`)
+ISA_CAPS = ("ONEDNN_MAX_CPU_ISA", "DNNL_MAX_CPU_ISA")
+
 #: what the command line says once when the study chose the backend
 CHOSEN_NOTE = "TensorFlow is not installed, so Keras runs on its torch backend (KERAS_BACKEND=torch)"
 
@@ -33,6 +37,11 @@ def importable(name: str) -> bool:
         return importlib.util.find_spec(name) is not None
     except (ImportError, ValueError):  # a blocked or broken package counts as missing
         return False
+
+
+def isa_cap() -> str:
+    """The cap on oneDNN's instruction set in this environment ("ONEDNN_MAX_CPU_ISA=AVX2"), or ''."""
+    return next((f"{name}={os.environ[name]}" for name in ISA_CAPS if os.environ.get(name)), "")
 
 
 def chosen_note() -> str | None:

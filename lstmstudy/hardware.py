@@ -21,7 +21,7 @@ from importlib import metadata
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from lstmstudy.backends import keras_backend
+from lstmstudy.backends import ISA_CAPS, keras_backend
 from lstmstudy.errors import DeviceUnavailable
 from lstmstudy.results import fingerprint_id
 
@@ -203,7 +203,7 @@ class Fingerprint:
 #: environment variables that change threads, kernels or devices
 ENVIRONMENT = ("OMP_NUM_THREADS", "MKL_NUM_THREADS", "TF_ENABLE_ONEDNN_OPTS", "TF_NUM_INTRAOP_THREADS",
                "TF_NUM_INTEROP_THREADS", "KERAS_BACKEND", "CUDA_VISIBLE_DEVICES", "CUBLAS_WORKSPACE_CONFIG",
-               "LSTMSTUDY_HOST")
+               "LSTMSTUDY_HOST", *ISA_CAPS)
 
 
 def conditions() -> dict[str, object]:
@@ -296,10 +296,12 @@ def _cpu_signature() -> str:
 
 def hardware_id(fp: Fingerprint) -> str:
     """A short, stable, filename-safe name for a result set, e.g. `cuda-h100-80gb-hbm3-1a2b3c` (GPU model and
-    host tag) or `cpu-xeon-f6m143-2t` (CPU model and threads)."""
+    host tag) or `cpu-xeon-f6m143-2t` (CPU model and threads); a CPU measured with oneDNN capped (`ISA_CAPS`) is
+    a set of its own, `cpu-xeon-f6m143-2t-avx2`: it runs other kernels than the same CPU uncapped."""
     if fp.device_kind == "cuda":
         return f"cuda-{_slug(fp.gpu_name)}-{fp.host}" if fp.host else f"cuda-{_slug(fp.gpu_name)}"
     name = _slug(fp.cpu_model) or "unknown"
     if not re.search(r"\d", name):
         name = f"{name}-{_cpu_signature()}"
-    return f"cpu-{name}-{fp.threads}t"
+    cap = next((fp.environment[n] for n in ISA_CAPS if fp.environment.get(n)), "")
+    return f"cpu-{name}-{fp.threads}t" + (f"-{_slug(cap)}" if cap else "")

@@ -51,13 +51,13 @@ def test_fingerprint_of_this_cpu():
     assert fp.threads == torch.get_num_threads()
     assert fp.versions["torch"] == torch.__version__
     assert fp.gpu_name == "" and fp.cuda == ""
-    assert re.fullmatch(r"cpu-[a-z0-9-]+-\d+t", fp.hardware_id)
+    assert re.fullmatch(r"cpu-[a-z0-9-]+-\d+t(-[a-z0-9-]+)?", fp.hardware_id)
     assert fp.as_dict()["hardware_id"] == fp.hardware_id
     assert hardware.fingerprint("cpu").hardware_id == fp.hardware_id  # stable
 
 
 def test_hardware_id_names():
-    base = hardware.fingerprint("cpu")
+    base = replace(hardware.fingerprint("cpu"), environment={})  # as measured without an ISA cap
     xeon = replace(base, cpu_model="Intel(R) Xeon(R) Platinum 8480C CPU @ 2.00GHz", threads=2)
     assert hardware.hardware_id(xeon) == "cpu-xeon-platinum-8480c-2t"
     epyc = replace(base, cpu_model="AMD EPYC 7763 64-Core Processor", threads=16)
@@ -66,6 +66,8 @@ def test_hardware_id_names():
     assert hardware.hardware_id(h100) == "cuda-h100-80gb-hbm3-1a2b3c"  # one GPU model, two hosts: two sets
     generic = replace(base, cpu_model="Intel(R) Xeon(R) Processor", threads=2)
     assert re.fullmatch(r"cpu-xeon-f\d+m\d+-2t", hardware.hardware_id(generic))
+    capped = replace(xeon, environment={"ONEDNN_MAX_CPU_ISA": "AVX2"})  # other kernels: a set of its own
+    assert hardware.hardware_id(capped) == "cpu-xeon-platinum-8480c-2t-avx2"
 
 
 @pytest.mark.gpu

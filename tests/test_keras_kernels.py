@@ -21,7 +21,7 @@ from torch import nn
 keras = pytest.importorskip("keras")
 
 from lstmstudy import kernels, timing  # noqa: E402
-from lstmstudy.backends import keras_backend  # noqa: E402
+from lstmstudy.backends import isa_cap, keras_backend  # noqa: E402
 from lstmstudy.errors import Skip  # noqa: E402
 from lstmstudy.kernels import keras_kernels  # noqa: E402
 from lstmstudy.kernels.built import DTYPE_NAMES, LSTMWeights, PrecisionMismatch, make_inputs  # noqa: E402
@@ -54,6 +54,17 @@ def reference(shape: LSTMShape, weights: LSTMWeights) -> tuple[np.ndarray, list[
     grads = [[{key: getattr(lstm, key.replace("w_", "weight_").replace("b_", "bias_") + suffix).grad.numpy()
                for key in ("w_ih", "w_hh", "b_ih", "b_hh")} for suffix in row] for row in suffixes]
     return out.detach().numpy(), grads
+
+
+def build_16bit(name: str, shape: LSTMShape, precision: str, **kwargs):
+    """`kernels.build`, skipped with its reason where TensorFlow cannot run 16 bits under an ISA cap, and only
+    there: anywhere else a skipped 16-bit build fails the test."""
+    try:
+        return kernels.build(name, shape, precision=precision, **kwargs)
+    except Skip as skip:
+        if precision == "fp32" or not isa_cap() or keras_backend() != "tensorflow":
+            raise
+        pytest.skip(str(skip))
 
 
 def assert_grads_close(got, expected, **tolerance) -> None:
@@ -116,11 +127,39 @@ def test_no_bias_is_the_lstm_with_zero_biases():
 def test_mixed_precision_runs_close_to_the_reference(precision):
     weights = LSTMWeights.random(SINGLE, seed=8)
     expected, _ = reference(SINGLE, weights)
-    k = kernels.build("keras.cudnn_auto", SINGLE, precision=precision, weights=weights)
+    k = build_16bit("keras.cudnn_auto", SINGLE, precision, weights=weights)
     out = k.forward()
     assert out.dtype == np.float32
     np.testing.assert_allclose(out, expected, atol=5e-2 if precision == "bf16" else 5e-3)
     assert not np.array_equal(out, kernels.build("keras.cudnn_auto", SINGLE, weights=weights).forward())
+
+
+@pytest.fixture
+def probe(monkeypatch):
+    """`keras_kernels.tensorflow_refuses` with its child's script replaced (and the process's answers forgotten)."""
+    keras_kernels.tensorflow_refuses.cache_clear()
+    for name in ("ONEDNN_MAX_CPU_ISA", "DNNL_MAX_CPU_ISA"):
+        monkeypatch.delenv(name, raising=False)
+    yield lambda script: monkeypatch.setattr(keras_kernels, "_PROBE", script)
+    keras_kernels.tensorflow_refuses.cache_clear()
+
+
+@pytest.mark.skipif(keras_backend() != "tensorflow", reason="the probe is for Keras on TensorFlow")
+def test_a_16bit_lstm_tensorflow_dies_on_under_an_isa_cap_is_skipped_with_the_reason(probe, monkeypatch):
+    """TensorFlow's CPU check ignores ONEDNN_MAX_CPU_ISA: where a capped oneDNN kills it, a child dies instead of
+    this process, and the row is skipped saying why."""
+    probe("import os; os.abort()")  # what TensorFlow does with bf16 under the cap on an AVX-512 CPU
+    cpu = torch.device("cpu")
+    assert keras_kernels.unavailable(cpu, "bf16") is None  # no cap: no child, whatever it would do
+    monkeypatch.setenv("ONEDNN_MAX_CPU_ISA", "AVX2")
+    assert keras_kernels.unavailable(cpu, "fp32") is None  # 32 bits never asked
+    reason = keras_kernels.unavailable(cpu, "bf16")
+    assert reason.startswith("TensorFlow died (SIGABRT) running a bf16 LSTM with ONEDNN_MAX_CPU_ISA=AVX2")
+    with pytest.raises(Skip, match=r"^keras.cudnn_auto at bf16 on cpu: TensorFlow died \(SIGABRT\)"):
+        kernels.build("keras.cudnn_auto", SINGLE, precision="bf16")
+    probe("raise SystemExit(3)")  # a child that fails without dying: the build here says why, not the probe
+    keras_kernels.tensorflow_refuses.cache_clear()
+    assert keras_kernels.unavailable(cpu, "fp16") is None
 
 
 def test_tensorflow_graphs_predict_and_observe_nothing_on_this_cpu():
@@ -247,8 +286,7 @@ def test_keras_on_torch_matches_the_reference(torch_backend):
 @pytest.mark.parametrize("precision", ["fp32", "bf16"])
 def test_compute_dtype_is_the_policy_dtype(precision, phase):
     """A mixed policy computes in its 16-bit dtype, and the model's output says so."""
-    assert kernels.build("keras.cudnn_auto", SINGLE, precision=precision, phase=phase).compute_dtype == (
-        DTYPE_NAMES[precision])
+    assert build_16bit("keras.cudnn_auto", SINGLE, precision, phase=phase).compute_dtype == DTYPE_NAMES[precision]
 
 
 def test_an_output_in_another_dtype_is_an_error(monkeypatch):

@@ -22,6 +22,9 @@ Without Keras installed this module still imports, and `unavailable` says so, so
 
 from __future__ import annotations
 
+import signal
+import subprocess
+import sys
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from functools import cache, partial
@@ -29,7 +32,7 @@ from functools import cache, partial
 import numpy as np
 import torch
 
-from lstmstudy.backends import ieee_fp32, import_keras, keras_backend
+from lstmstudy.backends import ieee_fp32, import_keras, isa_cap, keras_backend
 from lstmstudy.errors import Skip
 from lstmstudy.kernels.built import Built, LSTMWeights, Recipe, checked_compute_dtype, make_inputs
 from lstmstudy.observe import NOTHING, Observation, classify_graph, observe
@@ -50,7 +53,7 @@ def unavailable(device: torch.device, precision: str) -> str | None:
     if name not in ("tensorflow", "torch"):
         return f"Keras backend {name!r} is not supported here; set KERAS_BACKEND to tensorflow or torch"
     if device.type == "cpu":
-        return None
+        return tensorflow_refuses(precision) if name == "tensorflow" and precision != "fp32" and isa_cap() else None
     if name == "torch":
         return None if torch.cuda.is_available() else "Keras runs on torch, and torch sees no GPU"
     import tensorflow as tf
@@ -62,6 +65,39 @@ def unavailable(device: torch.device, precision: str) -> str | None:
     if index >= len(gpus):
         return f"TensorFlow sees {len(gpus)} GPU(s), so it has no GPU {index} (are its CUDA libraries installed?)"
     return None
+
+
+#: a child's 16-bit Keras LSTM on TensorFlow's CPU: one forward and one gradient, with the policy in argv[1]
+_PROBE = """
+import sys
+import numpy as np
+import keras
+import tensorflow as tf
+layer = keras.layers.LSTM(4, dtype=sys.argv[1])
+with tf.GradientTape() as tape:
+    loss = tf.reduce_sum(tf.cast(layer(tf.constant(np.ones((2, 3, 3), "float32"))), "float32"))
+tape.gradient(loss, layer.trainable_variables)
+"""
+
+
+@cache
+def tensorflow_refuses(precision: str) -> str | None:
+    """Why TensorFlow cannot run a `precision` LSTM on this CPU with oneDNN capped (`backends.isa_cap`), or None.
+
+    TensorFlow's own CPU check ignores the cap: on a CPU with AVX-512 it still asks the capped oneDNN for 16-bit
+    kernels, which oneDNN refuses, and the process dies (an abort or a segfault, not an exception). A child
+    process tries a tiny one first (a few seconds, once per process); a CPU that really lacks the instructions
+    never gets here, since only the cap makes the two views differ."""
+    done = subprocess.run([sys.executable, "-c", _PROBE, POLICIES[precision]], capture_output=True, text=True,
+                          timeout=300)
+    if done.returncode >= 0:  # it ran, or failed with an exception: the build in this process will say which
+        return None
+    try:
+        died = signal.Signals(-done.returncode).name
+    except ValueError:
+        died = f"signal {-done.returncode}"
+    return (f"TensorFlow died ({died}) running a {precision} LSTM with {isa_cap()}: its own CPU check ignores "
+            f"the cap and asks oneDNN for {precision} kernels the cap removed")
 
 
 @dataclass
