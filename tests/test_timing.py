@@ -1,6 +1,7 @@
 from __future__ import annotations
 
 import math
+import statistics
 import time
 
 import pytest
@@ -13,18 +14,24 @@ from lstmstudy import timing
 
 
 def test_median_agrees_with_torch_utils_benchmark():
-    """Our timer and torch's, on the same fixed CPU workload and thread count, agree within 5%."""
+    """Our timer and torch's, one call a sample (`Timer.timeit(1)`) on the same fixed CPU workload and thread
+    count, in interleaved rounds so that a busy moment hits both, agree within 5%.
+
+    Not `blocked_autorange`: it times blocks of 10 calls and takes the median of their means, and on a shared
+    CPU a block the scheduler pauses spreads the pause over its calls. Beside two busy processes its median
+    read 1.6-2.2x ours while both per-call medians stayed within 1% (`benchmarks/timer_vs_torch.py`): the
+    12% that once failed this test was that estimator, not our timer."""
     a = torch.randn(384, 384)  # ~1 ms a call: long enough that a scheduler hiccup is not the median
     work = lambda: torch.mm(a, a)  # noqa: E731
-    ours, theirs = float("inf"), float("inf")
-    for _attempt in range(5):  # a shared 2-core machine can be disturbed; a real disagreement persists
-        # each timer's least disturbed median so far: load from the other test worker slows one burst, not all
-        ours = min(ours, timing.measure(work, warmup=20, min_time=0.5, max_time=1.0, threads=1).median)
-        timer = benchmark.Timer("work()", globals={"work": work}, num_threads=1)
-        theirs = min(theirs, timer.blocked_autorange(min_run_time=0.5).median)
-        if abs(ours - theirs) / theirs < 0.05:
-            return
-    pytest.fail(f"timing.measure median {ours * 1e6:.1f} us vs torch.utils.benchmark {theirs * 1e6:.1f} us")
+    timer = benchmark.Timer("work()", globals={"work": work}, num_threads=1)
+    ours, theirs = [], []
+    for _round in range(5):
+        ours += timing.measure(work, warmup=5, min_samples=40, max_samples=40, min_time=0, max_time=60,
+                               threads=1).samples
+        theirs += [timer.timeit(1).raw_times[0] for _ in range(40)]
+    ours_median, theirs_median = statistics.median(ours), statistics.median(theirs)
+    assert abs(ours_median - theirs_median) / theirs_median < 0.05, (
+        f"timing.measure median {ours_median * 1e6:.1f} us vs torch.utils.benchmark {theirs_median * 1e6:.1f} us")
 
 
 def test_sync_runs_inside_every_sample():
@@ -50,9 +57,10 @@ def test_stops_at_max_samples_and_keeps_all_samples():
 
 
 def test_stops_when_stable_after_min_time():
-    start = time.perf_counter()
-    m = timing.measure(lambda: time.sleep(0.001), min_time=0.05, max_time=3, target_rel_iqr=1.0)
-    assert time.perf_counter() - start < 1.0 and m.n >= 7
+    m = timing.measure(lambda: time.sleep(0.001), min_time=0.05, max_time=30, target_rel_iqr=1.0)
+    # stable, so it stopped at a check soon after min_time, long before max_time (the samples add up to the
+    # time it sampled, whatever the machine's load)
+    assert m.n >= 7 and m.rel_iqr <= 1.0 and sum(m.samples) < 10
 
 
 def test_threads_are_set_recorded_and_restored():
