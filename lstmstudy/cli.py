@@ -79,13 +79,19 @@ def cmd_env(args: argparse.Namespace) -> int:
 def cmd_measure(args: argparse.Namespace) -> int:
     from lstmstudy import hardware
     from lstmstudy.backends import chosen_note
-    from lstmstudy.claims import lookup
+    from lstmstudy.claims import lease_plan, lookup
     from lstmstudy.sweep import Deadline
     from lstmstudy.terminal import native_stderr_to
 
     if args.deadline is not None and not args.deadline > 0:
         raise StudyError(f"--deadline must be a positive number of seconds, got {args.deadline:g}")
-    chosen = lookup(args.claims)
+    if args.plan and args.claims:
+        raise StudyError("--plan lease chooses the claims itself: give --plan or --claims, not both")
+    steps = lease_plan() if args.plan else [(claim, "all") for claim in lookup(args.claims)]
+    if args.plan_only:
+        kind = args.device.split(":")[0] if args.device != "auto" else hardware.resolve_device("auto").type
+        print(plan_text(steps, kind))
+        return 0
     device = str(hardware.resolve_device(args.device))  # fail before anything else if the device is not here
     if note := chosen_note():
         print(f"note: {note}")
@@ -97,14 +103,34 @@ def cmd_measure(args: argparse.Namespace) -> int:
     log = LOGS / "measure.log"
     print(f"native library logs (TensorFlow, the profiler) go to {log}")
     with native_stderr_to(log):
-        for claim in chosen:
-            for report in claim.run(device, quick=args.quick, root=args.results_dir,
+        for claim, select in steps:
+            for report in claim.run(device, quick=args.quick, root=args.results_dir, select=select,
                                     retry_errors=args.retry_errors, deadline=deadline, progress=not args.no_progress):
                 print(report, flush=True)
                 left += report.left
     print(f"{left} point(s) left for the next call: run the same command again to resume" if left
           else "nothing left to measure for these claims on this device")
     return 0
+
+
+def plan_text(steps: list, kind: str) -> str:
+    """A measuring plan as lines: each step's new points and planned seconds, running totals, and (for the lease)
+    the fixed costs of one call beside the judged claims it measures first."""
+    from lstmstudy.claims import LEASE_CALL_S, LEASE_FIXED_S, planned
+
+    lines = [f"plan on {kind} (planned from each claim's seconds per point, not measured):"]
+    lease = [step for step in steps if step[1] == "lease"]
+    total = sum(LEASE_FIXED_S.values()) if lease else 0.0
+    if lease:
+        lines += [f"  {what:<44} {seconds:5.0f} s" for what, seconds in LEASE_FIXED_S.items()]
+    for index, (claim, select, points, seconds) in enumerate(planned(steps, kind)):
+        total += seconds
+        if points:
+            lines.append(f"  {claim.stem:<27} {select:<5} {points:4d} points {seconds:5.0f} s  (by then {total:5.0f} s)")
+        if index + 1 == len(lease):
+            lines.append(f"  the {len(lease)} judged claims of the lease, fixed costs included: {total:.0f} s, "
+                         f"{total / LEASE_CALL_S:.0%} of one {LEASE_CALL_S} s call")
+    return "\n".join(lines)
 
 
 def execute(source: Path, target: Path, parameters: dict, *, measuring: bool, progress: bool = False) -> None:
@@ -245,6 +271,10 @@ def parser() -> argparse.ArgumentParser:
                      help="claims by number, name or stem, 'kernels' for the kernel benchmark, measured in the "
                           "order given; 'gpu-order' for every one in a GPU node's order (default: all)")
     mea.add_argument("--device", default="auto", help="auto, cpu, cuda or cuda:N (default: auto)")
+    mea.add_argument("--plan", choices=["lease"],
+                     help="'lease': the five judged claims on the grids their verdicts read (a 15-minute GPU lease), "
+                          "then every default grid in a GPU node's order, compiles last")
+    mea.add_argument("--plan-only", action="store_true", help="print what would be measured and its planned time")
     mea.add_argument("--quick", action="store_true", help="shrink every grid (a smoke run)")
     mea.add_argument("--deadline", type=float, metavar="SECONDS",
                      help="stop cleanly between points after this many seconds; the next call resumes")

@@ -2,11 +2,14 @@
 # One call on an offline GPU node (README: "Measure on an offline GPU node"), so that every call of a short
 # GPU lease is one line and none forgets a step:
 #
-#   bash scripts/gpu-node.sh check                  carried wheels in, smoke check, then the tests marked gpu
-#                                                   (stopped after $LSTMSTUDY_CHECK_S, default 180 s)
-#   bash scripts/gpu-node.sh measure SECONDS [ARGS]  `lstmstudy measure --device cuda` of every claim, the most
-#                                                   telling first (lstmstudy.claims.GPU_ORDER), until the deadline
-#                                                   (ARGS are passed on and win); the next call resumes
+#   bash scripts/gpu-node.sh check                  carried wheels in, the smoke check, and the tests marked gpu
+#                                                   where LSTMSTUDY_CHECK_TESTS=1 (stopped after $LSTMSTUDY_CHECK_S,
+#                                                   default 180 s)
+#   bash scripts/gpu-node.sh measure SECONDS [ARGS]  `lstmstudy measure --device cuda --plan lease` until the
+#                                                   deadline: the five judged claims on the grids their verdicts read,
+#                                                   then every default grid (lstmstudy.claims.LEASE_ORDER, GPU_ORDER);
+#                                                   ARGS are passed on (`--claims 06 01` replaces the plan); the next
+#                                                   call resumes
 #   bash scripts/gpu-node.sh check measure SECONDS [ARGS]   both in one call; measuring is not started where the
 #                                                   GPU is not ready (the smoke check failed) or the check overran
 #
@@ -16,10 +19,13 @@
 # there is measured again by the next call, one hung in native code (deaf to SIGTERM) is stored as an error.
 #
 # Needs LSTMSTUDY_HOST (a stable name: the node may be renamed at boot) and LSTMSTUDY_GIT_COMMIT (the copy has
-# no .git). Where $OUT is set (the device tool's folder that comes back), the result files this call wrote
-# ($LSTMSTUDY_RESULTS, else results/) are packed into $OUT/results.tgz (unpack it over the checkout: each file is
-# whole), the native logs copied to $OUT/logs and the whole console kept in $OUT/console.log (the device tool
-# returns only its end), after every call, failed or not.
+# no .git). Results are written outside the checkout, to $LSTMSTUDY_RESULTS (default /tmp/lstmstudy-node/results,
+# filled from the checkout's results/ by the first call), so that a second call on the same node resumes from the
+# first's rows without their coming back here first: the device tool lays the checkout anew for every call. Where
+# $OUT is set (the device tool's folder that comes back), the result files this call wrote are packed into
+# $OUT/results.tgz (unpack it over the checkout: each file is whole, the rows it had from the checkout included),
+# the native logs copied to $OUT/logs and the whole console kept in $OUT/console.log (the device tool returns only
+# its end), after every call, failed or not.
 set -uo pipefail
 cd "$(dirname "$0")/.."
 
@@ -33,8 +39,12 @@ fi
 : "${LSTMSTUDY_GIT_COMMIT:?set LSTMSTUDY_GIT_COMMIT to the commit this copy holds, with +dirty if it has changes}"
 PY=${PYTHON:-python3}
 SITE=${LSTMSTUDY_SITE:-/tmp/lstmstudy-site}
-RESULTS=${LSTMSTUDY_RESULTS:-results}
-STAMP=$(mktemp)  # what this call wrote is newer
+RESULTS=${LSTMSTUDY_RESULTS:-/tmp/lstmstudy-node/results}
+if [ ! -d "$RESULTS" ] && [ -d results ]; then  # the first call on this node: start from the checkout's sets
+    mkdir -p "$(dirname "$RESULTS")" && cp -rp results "$RESULTS"
+fi
+export LSTMSTUDY_RESULTS=$RESULTS
+STAMP=$(mktemp)  # what this call wrote is newer (the copy above keeps the checkout's times)
 
 pack() {
     if [ -n "${OUT:-}" ] && [ -d "$RESULTS" ]; then
@@ -61,7 +71,8 @@ case "${1:-}" in
 esac
 
 if compgen -G "wheelhouse/*.whl" >/dev/null; then
-    "$PY" -m pip install --quiet --upgrade --no-index --no-deps --target "$SITE" wheelhouse/*.whl || exit 1
+    "$PY" -m pip install --quiet --upgrade --no-index --no-deps --no-compile --target "$SITE" wheelhouse/*.whl \
+        || exit 1
 fi
 export PYTHONPATH="$PWD:$SITE${PYTHONPATH:+:$PYTHONPATH}" KERAS_BACKEND=torch
 # else every Keras point would be stored as an error row, or run a Keras whose torch backend skips cuDNN; the
@@ -85,7 +96,9 @@ check() {
     timeout --kill-after=10 "${LSTMSTUDY_CHECK_S:-180}" bash -c '
         "$0" -m lstmstudy.cli env --device cuda --check
         checked=$?
-        if "$0" -c "import pytest, hypothesis" 2>/dev/null; then
+        if [ "${LSTMSTUDY_CHECK_TESTS:-0}" != 1 ]; then
+            tested=0  # the smoke check above already ran every kernel that measuring needs
+        elif "$0" -c "import pytest, hypothesis" 2>/dev/null; then
             # one module that fails to collect must not keep the others from running
             "$0" -m pytest -q -m gpu -p no:cacheprovider --continue-on-collection-errors
             tested=$?
@@ -110,9 +123,10 @@ measure() {
     fi
     # the deadline stops it between groups and interrupts a group still running (a call's first group gets the
     # whole deadline, and at least 120 s, from its own start); the backstop stops it before the call's limit
+    plan=(--plan lease)
+    case " $* " in *" --claims "*) plan=() ;; esac  # claims named on the command line replace the plan
     timeout --kill-after=5 "$left" \
-        "$PY" -m lstmstudy.cli measure --device cuda --claims gpu-order \
-        --deadline "$seconds" "$@"
+        "$PY" -m lstmstudy.cli measure --device cuda "${plan[@]}" --deadline "$seconds" "$@"
 }
 
 case "$1" in

@@ -63,7 +63,35 @@ def test_a_gpu_node_measures_every_entry_once_in_the_gpu_order():
     assert not problem and set(GPU_ORDER) <= set(stems), f"{problem} (GPU_ORDER names registered claims, each once)"
     ordered = [c.stem for c in lookup(["gpu-order"])]
     assert ordered == [*GPU_ORDER, *(stem for stem in stems if stem not in GPU_ORDER)]
-    assert "--claims gpu-order" in (ROOT / "scripts" / "gpu-node.sh").read_text()
+    assert "--plan lease" in (ROOT / "scripts" / "gpu-node.sh").read_text()
+
+
+def test_the_lease_plan_measures_every_default_gpu_point_once_the_judged_claims_first():
+    steps = claims.lease_plan()
+    assert [claim.stem for claim, select in steps if select == "lease"] == list(claims.LEASE_ORDER)
+    assert set(claims.LEASE_ORDER) == {c.stem for c in registry(judged_only=True)} & set(GPU_ORDER[:FIRST])
+    assert claims.LEASE_ORDER[-2:] == ("02_cpu_vs_gpu_batch", "04_frameworks_vs_baseline")  # 04's CUDA graph last
+    planned = {}
+    for claim, select in steps:
+        for point in claim.points("cuda", select=select):
+            planned.setdefault((claim.name, point.key()), []).append(select)
+    every = {(c.name, p.key()) for c in registry() for p in c.points("cuda")}
+    assert set(planned) == every  # nothing left out, nothing outside the default grids
+    # a lease point again in its claim's default grid (the sweep finds it stored), the rest once
+    assert all(selects in (["lease", "fast"], ["fast"], ["slow"]) for selects in planned.values())
+    order = [select for _, select in steps]
+    assert order == sorted(order, key=["lease", "fast", "slow"].index)  # compiles and masked loops last
+
+
+@pytest.mark.parametrize("stem", claims.LEASE_ORDER)
+def test_a_lease_grid_is_part_of_the_default_grid_with_no_slow_point(stem):
+    claim = lookup([stem])[0]
+    lease = claim.points("cuda", select="lease")
+    default = {p.key() for p in claim.points("cuda")}
+    assert claim.lease is not None and lease
+    assert {p.key() for p in lease} <= default
+    assert len(lease) < len(default) or claim.lease.seconds_per_point < claim.seconds_per_point["cuda"]  # cheaper
+    assert not any(p.kernel in claim.slow for p in lease)
 
 
 def test_the_default_gpu_grids_fit_a_lease():
@@ -210,3 +238,29 @@ def test_a_set_timed_in_one_burst_per_row_gets_no_verdict():
     burst = judged["cpu-burst-2t"]
     assert burst.outcome == Outcome.NOT_ASSESSED and not burst.counts and "noise not assessed" in burst.ours_text
     assert burst.ours == plain["cpu-burst-2t"].ours  # the figure stays on the page; only the verdict goes
+
+
+def test_the_lease_measures_the_five_judged_claims_within_one_call():
+    """Planned from each claim's seconds per point (a review's figures, not yet a GPU's): the smoke check, first
+    use, the five lease grids and packing fit one call."""
+    lease = sum(seconds for _, select, _, seconds in claims.planned(claims.lease_plan(), "cuda") if select == "lease")
+    assert sum(claims.LEASE_FIXED_S.values()) + lease <= claims.LEASE_CALL_S
+
+
+def test_the_lease_keeps_what_the_verdicts_read():
+    def cut(stem):
+        claim = lookup([stem])[0]
+        return claim.points("cuda"), claim.points("cuda", select="lease")
+
+    default, lease = cut("02")
+    assert len(lease) >= 10 and {p.shape.batch for p in lease} >= {min(p.shape.batch for p in default),
+                                                                   max(p.shape.batch for p in default)}
+    default, lease = cut("03")  # fp16 over fp32, inference, at the smallest and the largest shape
+    headline = [p.shape for p in default if p.kernel == "torch.fused" and p.phase == "inference"]
+    ends = {min(headline, key=lambda s: s.flops()), max(headline, key=lambda s: s.flops())}
+    assert {(p.shape, p.precision) for p in lease} >= {(s, precision) for s in ends for precision in ("fp32", "fp16")}
+    default, lease = cut("04")  # every fp32 shape of the baseline, PyTorch and both Keras modes
+    read = {"torch.raw", "torch.fused", "keras.impl1", "keras.impl2"}
+    timed = {p.key() for p in default if p.kernel in read and p.precision == "fp32" and not p.config
+             and p.shape in {q.shape for q in default if q.kernel == "torch.fused"}}
+    assert timed <= {p.key() for p in lease}

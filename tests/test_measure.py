@@ -8,7 +8,8 @@ import torch
 
 from lstmstudy import cli, kernels, results, sweep
 from lstmstudy.backends import CHOSEN_NOTE, isa_cap
-from lstmstudy.claims import lookup, registry
+from lstmstudy.claims import LEASE_ORDER, lookup, registry
+from lstmstudy.hardware import fingerprint
 
 
 @pytest.mark.isa
@@ -54,8 +55,15 @@ def test_keras_runs_on_its_torch_backend_and_its_rows_say_so(quick_measurement):
     assert set(ok.compute_dtype) <= {"float32", "bfloat16", "float16"} and "" not in set(ok.compute_dtype)
 
 
+HW = fingerprint("cpu").hardware_id
+
+
 def _measure(*args: str) -> int:
-    return cli.main(["measure", "--device", "cpu", "--no-progress", *args])
+    return _measure_on("cpu", *args)
+
+
+def _measure_on(device: str, *args: str) -> int:
+    return cli.main(["measure", "--device", device, "--no-progress", *args])
 
 
 def test_a_deadline_exits_early_and_the_next_call_resumes_without_duplicates(tmp_path, capsys):
@@ -76,6 +84,7 @@ def test_a_deadline_exits_early_and_the_next_call_resumes_without_duplicates(tmp
 @pytest.mark.parametrize(("args", "message"), [
     (["--claims", "99"], "unknown claim '99'; known: all, gpu-order, 01_cudnn_fallback"),
     (["--deadline", "-5"], "--deadline must be a positive number of seconds, got -5"),
+    (["--plan", "lease", "--claims", "01"], "--plan lease chooses the claims itself: give --plan or --claims"),
 ])
 def test_bad_arguments_are_one_clear_line(args, message, capsys, tmp_path):
     assert _measure(*args, "--results-dir", str(tmp_path)) == 2
@@ -219,6 +228,36 @@ def test_a_group_hung_in_native_code_is_killed_packed_and_gone_past_by_the_next_
     assert len(cut) >= 1 and set(stored.status) == {"ok", "error"} and set(cut.index) == set(
         stored.index[stored.status == "error"])
     assert not list((tmp_path / "checkout" / "results").rglob(".*.rows"))
+
+
+def test_the_lease_plan_is_listed_without_a_gpu(capsys):
+    assert _measure_on("cuda", "--plan", "lease", "--plan-only") == 0
+    out = capsys.readouterr().out
+    assert out.startswith("plan on cuda (planned from each claim's seconds per point, not measured):")
+    lines = out.splitlines()
+    judged = next(i for i, line in enumerate(lines) if "judged claims of the lease" in line)
+    assert [line.split()[0] for line in lines[judged - 5:judged]] == list(LEASE_ORDER)
+    assert " 0 points" not in out and " slow " in lines[-1]  # steps with nothing new are left out; compiles last
+
+
+def test_the_gpu_node_measures_the_lease_plan_into_a_store_outside_the_checkout(tmp_path):
+    """The device tool lays the checkout anew for each call: the node's store, filled once from the checkout's
+    results/, keeps what a call measured for the next; what the call wrote is packed whole."""
+    import tarfile
+
+    done, _ = _gpu_node(tmp_path, "measure", "60", "--plan-only")
+    assert done.returncode == 0 and "judged claims of the lease" in done.stdout, done.stderr[-2000:]
+    earlier = tmp_path / "checkout" / "results" / "energy" / "cuda-earlier.csv"
+    earlier.parent.mkdir(parents=True)
+    earlier.write_text("claim\n")
+    node = tmp_path / "node" / "results"
+    done, out = _gpu_node(tmp_path, "measure", "60", "--claims", "06", "--device", "cpu", "--no-progress",
+                          LSTMSTUDY_RESULTS=str(node))
+    assert done.returncode == 0, done.stdout[-2000:] + done.stderr[-2000:]
+    assert (node / "energy" / "cuda-earlier.csv").read_text() == "claim\n"  # filled from the checkout
+    assert sorted(p.name for p in earlier.parent.iterdir()) == ["cuda-earlier.csv"]  # nothing written there
+    with tarfile.open(out / "results.tgz") as packed:
+        assert {n for n in packed.getnames() if n.endswith(".csv")} == {f"results/energy/{HW}.csv"}
 
 
 def test_the_gpu_node_script_names_what_is_missing_in_one_line(tmp_path):

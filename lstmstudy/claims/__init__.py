@@ -11,8 +11,9 @@ and every other list of the claims is read from it or checked against it. Adding
    `tests/test_claim_<name>.py`, as any module has);
 2. its notebook, `notebooks/08_<name>.ipynb` (the page's source: copy another claim's).
 
-A GPU node measures it after the claims `GPU_ORDER` puts first (`scripts/gpu-node.sh` reads that order from
-`lstmstudy measure --claims gpu-order`); its stem there measures it sooner. The rest follows. `lstmstudy reproduce
+A GPU node measures it after the claims `GPU_ORDER` puts first (`scripts/gpu-node.sh` runs `lstmstudy measure
+--plan lease`: the judged claims of `LEASE_ORDER` on their `Lease` grids, then the default grids in that order);
+its stem there measures it sooner. The rest follows. `lstmstudy reproduce
 --claims 08` renders its page into book/claims/, which `_toc.yml` takes whole, and writes the landing page's table
 of claims (`ledger.claims_table`, from each claim's `says`); the ledger, the conclusions and the command line read
 the registry. tests/test_toc.py checks the book against the registry, tests/test_notebooks.py the notebooks,
@@ -53,10 +54,35 @@ GPU_ORDER = (
     "07_parallel_training",       # 6 x 5.0 s             =  30 s (one GPU: the 2 one-device points; 4 need >= 2)
     "kernels",                    # 84 x 1.5 s + 6 x 60 s = 486 s (torch.compiled last)
 )                                 # total                  1552 s, 26 minutes
+#: the claims a 15-minute GPU lease measures first, each on its `Lease` grid (the points its verdict reads), in this
+#: order: 04 last, as its raw baseline (a CUDA graph of cuDNN under the profiler) is the riskiest path, and 02 before
+#: it, as its host-CPU half must finish too. `lstmstudy measure --plan lease` then measures the default grids in
+#: `GPU_ORDER`, compiles and masked Keras loops last (`lease_plan`).
+LEASE_ORDER = ("06_energy", "01_cudnn_fallback", "03_mixed_precision", "02_cpu_vs_gpu_batch",
+               "04_frameworks_vs_baseline")
+#: what one lease call spends besides measuring, planned (to be checked on a node): the smoke check without pytest,
+#: the first use of CUDA, cuDNN and Keras in the measuring process, and packing the results
+LEASE_FIXED_S = {"start-up and smoke check, no pytest": 150.0, "first use of CUDA, cuDNN and Keras": 20.0,
+                 "packing": 20.0}
+#: the longest one command may run on a lent GPU node (`scripts/gpu-node.sh`'s LSTMSTUDY_CALL_LIMIT by default)
+LEASE_CALL_S = 600
+#: which points of a claim's grid a step measures: every one, the lease's, all but the slow kernels', the slow ones
+SELECTIONS = ("all", "lease", "fast", "slow")
 DEVICE_KINDS = ("cpu", "cuda")
 #: the planned time of one point of a `slow` kernel: a cold torch.compile of the LSTM step took 69 s on a
 #: 2-core CPU; on a GPU node, the review of the grids puts one at 30-60 s
 SLOW_POINT_PLAN_S = {"cpu": 70.0, "cuda": 60.0}
+
+
+@dataclass(frozen=True)
+class Lease:
+    """What a claim measures first in a short GPU lease: its grid with `overrides`, cut to `kernels` (every kernel
+    when empty): the points its verdict reads, at the usual rounds (fewer shapes, not fewer rounds)."""
+
+    overrides: Mapping[str, object] = field(default_factory=dict)
+    kernels: frozenset[str] = frozenset()
+    #: the planned time of one of its points, where the overrides change it (fewer energy windows); else the claim's
+    seconds_per_point: float | None = None
 
 
 @dataclass(frozen=True)
@@ -95,6 +121,8 @@ class Claim:
     citations: tuple[str, ...] = ()
     #: what the sources say, in a line of MyST (it may cite): its row of the landing page's table of claims
     says: str = ""
+    #: what a short GPU lease measures of it first (`LEASE_ORDER`); None for a claim the lease leaves for later
+    lease: Lease | None = None
 
     @property
     def stem(self) -> str:
@@ -113,33 +141,47 @@ class Claim:
         self.check(known)
         return known
 
-    def points(self, kind: str, *, quick: bool = False, **overrides: object) -> list[Point]:
-        """The grid to measure on a device of `kind`, slow kernels last (each group in grid order)."""
-        parameters = self.parameters(kind, **overrides)
+    def points(self, kind: str, *, quick: bool = False, select: str = "all", **overrides: object) -> list[Point]:
+        """The grid to measure on a device of `kind`, slow kernels last (each group in grid order); `select` keeps
+        the lease's points (`Lease`), or all but the slow kernels' ('fast'), or only theirs ('slow')."""
+        cut = self.lease or Lease()
+        parameters = self.parameters(kind, **self._overrides(select, overrides))
         points = self.grid(kind=kind, quick=quick,
                            **{k: v for k, v in parameters.items() if k not in self.measure_options})
-        return sorted(points, key=lambda p: p.kernel in self.slow)
+        keep = {"all": lambda p: True, "fast": lambda p: p.kernel not in self.slow,
+                "slow": lambda p: p.kernel in self.slow,
+                "lease": lambda p: p.kernel not in self.slow and (not cut.kernels or p.kernel in cut.kernels)}[select]
+        return sorted((p for p in points if keep(p)), key=lambda p: p.kernel in self.slow)
+
+    def _overrides(self, select: str, overrides: Mapping[str, object]) -> dict[str, object]:
+        """`overrides`, over the lease's where `select` is 'lease'."""
+        if select not in SELECTIONS:
+            raise ParameterError(f"select must be one of {SELECTIONS}, got {select!r}")
+        return {**((self.lease or Lease()).overrides if select == "lease" else {}), **overrides}
 
     def judge(self, results: pd.DataFrame) -> list[Verdict]:
         """`verdicts`, with no verdict on a set whose noise was not assessed (`assess_noise`)."""
         return assess_noise(self.verdicts(results), results)
 
-    def estimate_s(self, kind: str) -> float:
-        """Planned seconds to measure the default grid of `kind` from scratch (points x seconds per point, a slow
-        kernel's points at `seconds_per_slow_point`)."""
-        points = self.points(kind)
+    def estimate_s(self, kind: str, select: str = "all") -> float:
+        """Planned seconds to measure the default grid of `kind` (or the part `select` keeps) from scratch (points x
+        seconds per point, a slow kernel's points at `seconds_per_slow_point`)."""
+        points = self.points(kind, select=select)
         slow = sum(p.kernel in self.slow for p in points)
         return (len(points) - slow) * self.seconds_per_point[kind] + slow * self.seconds_per_slow_point[kind]
 
     def run(self, device: str = "auto", *, quick: bool = False, min_time: float | None = None,
             root: Path | None = None, retry_errors: bool = False, rerun: bool = False,
-            deadline: Deadline | None = None, progress: bool = True, **overrides: object) -> list[SweepReport]:
-        """Measure this claim's grid for `device` (what `lstmstudy measure` and the notebooks call)."""
+            deadline: Deadline | None = None, progress: bool = True, select: str = "all",
+            **overrides: object) -> list[SweepReport]:
+        """Measure this claim's grid for `device`, or the part of it `select` keeps (what `lstmstudy measure` and
+        the notebooks call)."""
         from lstmstudy import hardware
 
         kind = hardware.resolve_device(device).type
-        options = {k: v for k, v in self.parameters(kind, **overrides).items() if k in self.measure_options}
-        return self.measure(self.points(kind, quick=quick, **overrides), device=device,
+        parameters = self.parameters(kind, **self._overrides(select, overrides))
+        options = {k: v for k, v in parameters.items() if k in self.measure_options}
+        return self.measure(self.points(kind, quick=quick, select=select, **overrides), device=device,
                             min_time=self.min_time if min_time is None else min_time, quick=quick, root=root,
                             retry_errors=retry_errors, rerun=rerun, deadline=deadline, slow=self.slow,
                             progress=progress, **options)
@@ -151,6 +193,31 @@ def registry(*, judged_only: bool = False) -> list[Claim]:
     modules = [importlib.import_module(f"{__name__}.{module.name}") for module in pkgutil.iter_modules(__path__)]
     entries = sorted((module.CLAIM for module in modules), key=lambda claim: claim.number or "~")
     return [c for c in entries if c.number or not judged_only]
+
+
+def lease_plan() -> list[tuple[Claim, str]]:
+    """What `lstmstudy measure --plan lease` measures, step by step: each claim of `LEASE_ORDER` on its lease grid,
+    then every entry's default grid in `GPU_ORDER` without its slow kernels, then those (compiles, masked Keras
+    loops). A step finds the points an earlier one stored already done (the sweep resumes)."""
+    first = [(claim, "lease") for claim in lookup(LEASE_ORDER)]
+    rest = lookup(["gpu-order"])
+    return [*first, *((claim, "fast") for claim in rest), *((claim, "slow") for claim in rest if claim.slow)]
+
+
+def planned(steps: Sequence[tuple[Claim, str]], kind: str) -> list[tuple[Claim, str, int, float]]:
+    """Each step of a plan with the points it adds (those no earlier step measured: the sweep resumes past them)
+    and their planned seconds (`Claim.seconds_per_point`, a slow kernel's at `seconds_per_slow_point`)."""
+    seen: set[tuple[str, object]] = set()
+    out = []
+    for claim, select in steps:
+        new = [p for p in claim.points(kind, select=select) if (claim.name, p.key()) not in seen]
+        seen.update((claim.name, p.key()) for p in new)
+        slow = sum(p.kernel in claim.slow for p in new)
+        each = claim.seconds_per_point[kind]
+        if select == "lease" and claim.lease and claim.lease.seconds_per_point is not None:
+            each = claim.lease.seconds_per_point
+        out.append((claim, select, len(new), (len(new) - slow) * each + slow * claim.seconds_per_slow_point[kind]))
+    return out
 
 
 def lookup(wanted: Sequence[str] | None) -> list[Claim]:

@@ -39,7 +39,7 @@ from typing import TYPE_CHECKING
 import pandas as pd
 
 from lstmstudy import contract, hardware
-from lstmstudy.claims import Claim
+from lstmstudy.claims import Claim, Lease
 from lstmstudy.parameters import check_bool, check_choices, check_positive_ints
 from lstmstudy.rules import Outcome, Possible, Verdict, combine, crossover, settle
 from lstmstudy.shapes import AUTOENCODER, BILSTM, LSTMShape
@@ -397,4 +397,7 @@ CLAIM = Claim(
     grid=grid, measure=measure, verdicts=verdicts, check=check_parameters, measure_options=("also_cpu",),
     # a GPU run measures every point twice (GPU, then the host's CPU)
     seconds_per_point={"cpu": 3.5, "cuda": 6.0},
+    # the crossover is decided at the smallest and the largest batch both devices ran (`_decided`); one between
+    # them: 12 points on the GPU, 12 on its host's CPU (`also_cpu`)
+    lease=Lease(overrides={"batches": [1, 64, 4096]}),
 )
