@@ -263,7 +263,7 @@ def parser() -> argparse.ArgumentParser:
     env.add_argument("--json", action="store_true", help="print JSON")
     env.add_argument("--check", action="store_true",
                      help="smoke check before a sweep: kernels and dtypes really run, TF32, NVML, Keras backend; "
-                          "exits 1 if anything would spoil a sweep")
+                          "shows what would spoil some rows, and exits 1 only if cuDNN (oneDNN) is unusable")
     env.set_defaults(func=cmd_env)
 
     mea = sub.add_parser("measure", help="measure claims' default grids for a device into results/ (no notebooks)")

@@ -110,6 +110,31 @@ def test_the_smoke_check_reports_what_really_ran(capsys):
     assert "FAIL" not in out
 
 
+def test_the_check_stops_measuring_only_where_every_claim_would_be_spoilt(monkeypatch, capsys):
+    """On a short lease a failed 16-bit line or a missing NVML costs some rows, which say why; only the fused kernel
+    failing in fp32 (cuDNN unusable) is worth not measuring at all."""
+    from lstmstudy import check
+
+    lines = [check.Check("torch.fused fp16 train", "ran aten-loop, computed in float16", False),
+             check.Check("NVML energy counter", "NVMLError: not supported", False)]
+    monkeypatch.setattr(check, "checks", lambda device: iter(lines))
+    assert check.run("cpu") == 0
+    out = capsys.readouterr().out
+    assert out.count("FAIL") == 2
+    assert out.rstrip().endswith("ready to measure; 2 check(s) failed: the rows they name will say why")
+    lines.append(check.Check("torch.fused fp32 train", "RuntimeError: cuDNN error: CUDNN_STATUS_NOT_INITIALIZED",
+                             False, blocking=True))
+    assert check.run("cpu") == 1
+    assert capsys.readouterr().out.rstrip().endswith(
+        "1 check(s) failed that spoil every claim: fix them before measuring")
+
+
+@pytest.mark.gpu
+def test_the_smoke_check_probes_the_raw_baseline_on_a_gpu(capsys):
+    cli.main(["env", "--device", "cuda", "--check"])
+    assert "torch.raw fp32 inference" in capsys.readouterr().out
+
+
 @pytest.mark.gpu
 def test_the_smoke_check_probes_keras_cudnn_at_every_precision_on_a_gpu(capsys):
     """Keras's torch backend hides a cuDNN failure behind its loop: at 16 bits too, the check must look."""
