@@ -29,7 +29,7 @@ import time
 from abc import ABC, abstractmethod
 from collections.abc import Callable, Iterable, Iterator
 from contextlib import contextmanager
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from datetime import datetime, timezone
 from pathlib import Path
 
@@ -119,15 +119,17 @@ class DeadlineReached(BaseException):
 class Deadline:
     """When a measuring command must stop, checked between groups of points across every claim it runs.
 
-    A group is started only if the longest group seen so far (or, for a slow kernel's point,
+    A group is started only if the longest group of its claim seen so far (or, for a slow kernel's point,
     `SLOW_POINT_S` if that is longer: a compile or a masked Keras loop) would still end before the
     deadline, and the first group of a command always starts, so every call makes progress and the next
-    one resumes. A group still running when it must end (`ends_next_group`) is interrupted (`guard`).
+    one resumes. The time held back is each claim's own: a claim of quick groups is not kept from the
+    deadline's last minute by another's long ones. A group still running when it must end (`ends_next_group`)
+    is interrupted (`guard`).
     """
 
     at: float | None = None  # a time.monotonic() value; None: no deadline
     seconds: float | None = None  # the whole deadline, as given
-    longest_s: float = 0.0
+    longest_s: dict[str, float] = field(default_factory=dict)  # per claim
     started: int = 0
 
     @classmethod
@@ -144,14 +146,14 @@ class Deadline:
             return max(self.at, time.monotonic() + max(self.seconds or 0.0, SLOW_POINT_S))
         return self.at
 
-    def allows_another(self, slow: bool = False) -> bool:
+    def allows_another(self, claim: str, slow: bool = False) -> bool:
         if self.at is None or self.started == 0:
             return True
-        return time.monotonic() + max(self.longest_s, SLOW_POINT_S if slow else 0.0) <= self.at
+        return time.monotonic() + max(self.longest_s.get(claim, 0.0), SLOW_POINT_S if slow else 0.0) <= self.at
 
-    def record(self, seconds: float) -> None:
+    def record(self, claim: str, seconds: float) -> None:
         self.started += 1
-        self.longest_s = max(self.longest_s, seconds)
+        self.longest_s[claim] = max(self.longest_s.get(claim, 0.0), seconds)
 
     @contextmanager
     def guard(self) -> Iterator[None]:
@@ -359,7 +361,7 @@ def run(claim: str, points: Iterable[Point], prepare: Prepare | GroupProtocol, p
     left = len(todo)
     with ieee_fp32(dev):
         for group in whole.groups(todo) if whole is not None else groups(todo, slow):
-            if not deadline.allows_another(slow=whole is not None or group[0].kernel in slow):
+            if not deadline.allows_another(claim, slow=whole is not None or group[0].kernel in slow):
                 report.left = left
                 break
             bar.set_postfix_str(label(group[0]) + (f" and {len(group) - 1} more" if len(group) > 1 else ""))
@@ -378,7 +380,7 @@ def run(claim: str, points: Iterable[Point], prepare: Prepare | GroupProtocol, p
                 except DeadlineReached as reached:
                     if outcomes is None:  # else the alarm came after the group finished: its rows stand
                         if not first:  # a fresh call, where it comes first, may finish it
-                            deadline.record(time.monotonic() - start)
+                            deadline.record(claim, time.monotonic() - start)
                             report.left = left
                             break
                         # it had a whole deadline: an error row each, so the next call goes on
@@ -386,7 +388,7 @@ def run(claim: str, points: Iterable[Point], prepare: Prepare | GroupProtocol, p
                                                     "one call with this deadline cannot measure it; use a longer "
                                                     "--deadline, or none, with --retry-errors") for _ in group]
                 rows, unusable = _rows(claim, group, outcomes, dev, fp, conditions, report, bar)
-                deadline.record(time.monotonic() - start)
+                deadline.record(claim, time.monotonic() - start)
                 results.append(claim, fp.hardware_id, rows, root)
             bar.update(len(group))
             left -= len(group)

@@ -147,7 +147,7 @@ def test_a_run_the_deadline_cut_short_is_left_for_the_next_call(tmp_path, monkey
     monkeypatch.setattr(launch, "run", timed_out)
     points = claim.CLAIM.points("cuda")
     deadline = sweep.Deadline.after(200)
-    deadline.record(10.0)  # earlier claims of this call used some of it
+    deadline.record("energy", 10.0)  # earlier claims of this call used some of it
     [report] = claim.measure(points, device="cuda", min_time=0.1, root=tmp_path, deadline=deadline, progress=False)
     assert report.left == sum(p.config["devices"] == 1 for p in points) > 0 and report.errors == 0
     [report] = claim.measure(points, device="cuda", min_time=0.1, root=tmp_path, deadline=sweep.Deadline.after(200),
@@ -174,7 +174,7 @@ def test_measure_goes_through_the_sweep(tmp_path, monkeypatch):
     monkeypatch.setattr(launch, "run", ran)
     points = claim.CLAIM.points("cuda", quick=True)
     spent = sweep.Deadline.after(200)
-    spent.record(300.0)  # an earlier group of this call took longer than what is left
+    spent.record(claim.NAME, 300.0)  # an earlier group of this claim in this call took longer than what is left
     [report] = claim.measure(points, device="cuda", min_time=0.1, quick=True, root=tmp_path, deadline=spent,
                              progress=False)
     assert report.left == len(points) and not runs and not results.set_path(claim.NAME, GPU.hardware_id,

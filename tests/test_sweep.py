@@ -37,7 +37,7 @@ class EachGroupGets(sweep.Deadline):
     def ends_next_group(self) -> float:
         return time.monotonic() + self.seconds
 
-    def allows_another(self, slow: bool = False) -> bool:
+    def allows_another(self, claim: str, slow: bool = False) -> bool:
         return True
 
 
@@ -140,12 +140,15 @@ def test_a_deadline_stops_between_points_and_the_next_call_resumes(results_root)
     assert len(results.load("demo", latest=False)) == 6
 
 
-def test_a_deadline_counts_across_claims_and_leaves_room_for_the_longest_point(results_root):
+def test_a_deadline_counts_across_claims_and_leaves_room_for_the_claims_longest_group(results_root):
     deadline = sweep.Deadline.after(60.0)
-    deadline.record(120.0)  # a point of this command already took two minutes: the next would overrun
+    deadline.record("demo", 120.0)  # a group of this claim already took two minutes: the next would overrun
     report = sweep.run("demo", grid(2), lambda p, d: fake_outcome(), device="cpu", progress=False, deadline=deadline)
     assert (report.measured, report.left) == (0, 2)
-    assert sweep.Deadline().allows_another() and sweep.Deadline.after(None).at is None
+    # another claim's long group holds back nothing of this one's: its groups start while the deadline allows
+    report = sweep.run("other", grid(2), lambda p, d: fake_outcome(), device="cpu", progress=False, deadline=deadline)
+    assert (report.measured, report.left) == (2, 0)
+    assert sweep.Deadline().allows_another("demo") and sweep.Deadline.after(None).at is None
 
 
 def test_stored_errors_are_retried_only_when_asked(results_root):
@@ -229,7 +232,7 @@ def test_bad_points_are_refused():
 
 def test_a_slow_kernel_gets_room_for_a_compile_before_the_deadline(results_root):
     deadline = sweep.Deadline.after(60.0)
-    deadline.record(0.01)  # fast points so far: a compile could still take minutes
+    deadline.record("demo", 0.01)  # fast points so far: a compile could still take minutes
     slow = [contract.Point("torch.compiled", LSTMShape(batch=1, timesteps=4, features=2, hidden=8))]
     report = sweep.run("demo", grid(2) + slow, lambda p, d: fake_outcome(), device="cpu", progress=False,
                        deadline=deadline, slow=frozenset({"torch.compiled"}))
@@ -334,7 +337,7 @@ def test_a_group_longer_than_a_whole_deadline_is_an_error_row_and_the_next_call_
 
 def test_a_group_the_deadline_cuts_short_after_others_is_left_for_the_next_call(results_root):
     deadline, calls = sweep.Deadline.after(2.0), []  # time enough to start a group on a busy machine
-    deadline.record(0.01)  # an earlier group of this command: this one does not have the whole deadline
+    deadline.record("demo", 0.01)  # an earlier group of this command: this one does not have the whole deadline
     report = sweep.run("demo", grid(2), _slow_prepare(0.5, calls), LONG, device="cpu", progress=False,
                        deadline=deadline)
     assert calls and set(calls) == {1} and len(calls) < 1 + 10  # the first point's group started and was cut short
@@ -439,7 +442,7 @@ def test_the_alarm_fires_again_where_a_library_swallowed_it(results_root, monkey
         return fake_outcome()
 
     deadline = EachGroupGets(0.1)
-    deadline.record(0.01)  # not a call's first group: left for the next call when it overruns
+    deadline.record("demo", 0.01)  # not a call's first group: left for the next call when it overruns
     start = time.monotonic()
     report = sweep.run("demo", grid(1), prepare, device="cpu", progress=False, deadline=deadline)
     # the second alarm came 0.2 s after the first: long before the library's loop would have ended
