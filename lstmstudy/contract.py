@@ -22,6 +22,10 @@ if TYPE_CHECKING:
 
 PRECISIONS = ("fp32", "fp16", "bf16")
 PHASES = ("inference", "train")
+#: a point's `config` asking `torch.fused` (nn.LSTM) to run as automatic mixed precision does: fp32 weights and
+#: input under torch.autocast, the casts inside the timed step. On a CPU a 16-bit torch.fused always runs so; on a
+#: GPU it otherwise holds weights and input in the 16-bit type (`torch_kernels._holds_compute_type`)
+AUTOCAST: Mapping[str, object] = {"amp": "autocast"}
 
 
 @dataclass(frozen=True)

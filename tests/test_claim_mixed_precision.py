@@ -96,12 +96,47 @@ def test_training_alone_is_not_measured():
     assert verdict.outcome == Outcome.NOT_MEASURED and "inference" in verdict.ours_text
 
 
-def test_the_headline_precision_depends_on_the_device_kind():
-    # a GPU reads fp16: bf16 rows that would reproduce the claim are not what it reads
-    gpu = pd.concat([frame(GPU, 0.9, 1.5, precision="bf16"), frame(GPU, 1.3, 1.0, precision="fp16")])
+def amp(hardware_id: str, small: float, large: float) -> pd.DataFrame:
+    """The AMP step's fp16 rows (torch.fused under autocast, fp32 weights), beside torch.fused's fp32 rows."""
+    data = frame(hardware_id, small, large, precision="fp16")
+    return data.assign(config=data.config.where(data.precision == "fp32", claim.AMP_CONFIG))
+
+
+def test_the_headline_precision_and_step_depend_on_the_device_kind():
+    # a GPU reads fp16 under autocast, the casts inside the step: bf16 rows, and fp16 held in 16 bits, that would
+    # reproduce the claim are not what it reads
+    gpu = pd.concat([frame(GPU, 0.9, 1.5, precision="bf16"), frame(GPU, 0.9, 1.5, precision="fp16"),
+                     amp(GPU, 1.3, 1.0)], ignore_index=True)
     assert outcome(gpu, GPU) == Outcome.NOT_REPRODUCED
-    # a CPU reads bf16: fp16 rows alone leave it unmeasured
+    assert f"fp16 over fp32 ({claim.AMP_KERNEL})" in claim.verdicts(gpu)[0].ours_text
+    # fp16 held in 16 bits alone leaves a GPU unmeasured, saying which step it lacks
+    (held,) = claim.verdicts(frame(GPU, 0.9, 1.5, precision="fp16"))
+    assert held.outcome == Outcome.NOT_MEASURED and f"pair of {claim.AMP_KERNEL} inference" in held.ours_text
+    # a CPU reads bf16 of torch.fused (there it runs under autocast): fp16 rows alone leave it unmeasured
     assert outcome(frame(CPU, 0.9, 1.5, precision="fp16")) == Outcome.NOT_MEASURED
+
+
+def test_the_amp_step_is_paired_with_the_fused_fp32_rows_and_named_apart():
+    table = claim.speedups(pd.concat([amp(GPU, 0.9, 1.5), frame(GPU, 1.2, 1.2, precision="fp16")],
+                                     ignore_index=True))
+    assert set(table.kernel) == {"torch.fused", claim.AMP_KERNEL}
+    ratios = table.set_index(["kernel", "phase", "hidden", "timesteps"]).ratio
+    assert ratios[claim.AMP_KERNEL, "inference", 1024, 64] == pytest.approx(1.5)
+    assert ratios["torch.fused", "inference", 1024, 64] == pytest.approx(1.2)
+    observed = claim.observed_table(amp(GPU, 0.9, 1.5))
+    assert set(observed.kernel) == {"torch.fused", claim.AMP_KERNEL}
+
+
+def test_a_gpu_grid_has_an_autocast_row_beside_each_held_fp16_row_and_a_cpu_grid_none():
+    from lstmstudy import contract
+
+    gpu = claim.CLAIM.points("cuda")
+    held = {(p.shape, p.phase) for p in gpu if p.kernel == "torch.fused" and p.precision == "fp16" and not p.config}
+    autocast = {(p.shape, p.phase) for p in gpu if p.config == contract.AUTOCAST}
+    # every shape the verdict and the figures read (DeepBench's training shapes stay held, as DeepBench ran them)
+    assert autocast and autocast <= held and {s for s in held if s[1] == "inference"} <= autocast
+    assert all(p.precision == "fp16" for p in gpu if p.config == contract.AUTOCAST)
+    assert not any(p.config for p in claim.CLAIM.points("cpu"))
 
 
 def test_other_kernels_and_skipped_rows_do_not_count():
@@ -178,3 +213,41 @@ def test_tables_show_what_ran_and_what_did_not():
     assert observed.loc[("torch.fused", "train"), "fp16"] == "skipped"
     skipped = claim.skipped_table(data)
     assert skipped.reason.tolist() == ["oneDNN: no"]
+
+
+@pytest.mark.slow
+def test_the_page_renders_a_gpu_set_and_judges_its_amp_step(tmp_path):
+    """A GPU set as the lease stores it: the AMP step (slower when small, 1.5x when large) decides, and the held
+    fp16 rows (faster everywhere) are shown beside it under their own name."""
+    from pathlib import Path
+
+    import nbformat
+    import papermill
+    import torch
+
+    from lstmstudy import contract, hardware, results, sweep, timing
+    from lstmstudy.observe import Observation
+
+    gpu = hardware.Fingerprint(device_kind="cuda", cpu_model="Fake Xeon", cpu_flags=[], physical_cores=16, threads=16,
+                               ram_gb=128.0, gpu_name="NVIDIA H100 80GB HBM3", gpu_count=1)
+    rows = []
+    for point in claim.CLAIM.points("cuda", select="lease"):
+        large = point.shape.hidden == 1024
+        ms = 1.0 if point.precision == "fp32" else (1 / 1.5 if large else 1.25) if point.config else 0.5
+        samples = tuple(float(s) for s in np.linspace(0.98, 1.02, 9) * ms / 1e3)
+        m = timing.Measurement(samples=samples, warmup=1, threads=16, sync="cuda-events", round_sizes=(3, 3, 3),
+                               seed=1, noisy=False)
+        outcome = contract.PointResult(m, observed=Observation("cudnn", {}),
+                                       compute_dtype={"fp32": "float32", "fp16": "float16"}[point.precision])
+        rows.append(sweep.make_row(claim.NAME, point, torch.device("cuda"), gpu, outcome=outcome))
+    results.append(claim.NAME, gpu.hardware_id, rows, tmp_path / "results")
+    (verdict,) = claim.verdicts(results.load(claim.NAME, tmp_path / "results"))
+    assert verdict.outcome == Outcome.REPRODUCED and f"({claim.AMP_KERNEL})" in verdict.ours_text
+    out = tmp_path / "03.ipynb"
+    papermill.execute_notebook(str(Path(__file__).resolve().parent.parent / "notebooks" / "03_mixed_precision.ipynb"),
+                               str(out), kernel_name="python3", progress_bar=False,
+                               parameters={"measure": False, "results_dir": str(tmp_path / "results")})
+    outputs = [o for c in nbformat.read(out, as_version=4).cells if c.cell_type == "code" for o in c.outputs]
+    assert not [o for o in outputs if o.output_type == "error"]
+    text = " ".join(str(o.get("data", {}).get("text/plain", "")) for o in outputs)
+    assert claim.AMP_KERNEL in text and "reproduced" in text

@@ -19,6 +19,7 @@ from torch import nn
 
 from lstmstudy import contract, kernels, results, sweep
 from lstmstudy.backends import ieee_fp32
+from lstmstudy.errors import Skip
 from lstmstudy.kernels import torch_kernels
 from lstmstudy.kernels.built import LSTMWeights, PrecisionMismatch, checked_compute_dtype
 from lstmstudy.kernels.torch_kernels import GraphCaptureFailed, _backend, _capture
@@ -126,6 +127,27 @@ def test_held_nn_lstm_must_output_its_own_type(held_like_on_a_gpu, monkeypatch):
     monkeypatch.setattr(nn.LSTM, "forward", lambda self, x: (forward(self, x)[0].float(), None))
     with pytest.raises(PrecisionMismatch, match="^torch.fused at bf16: the LSTM computed in float32, not bfloat16$"):
         kernels.build("torch.fused", SHAPE, "cpu", "bf16")
+
+
+def test_the_amp_config_runs_nn_lstm_under_autocast_where_it_would_hold_the_type(held_like_on_a_gpu, monkeypatch):
+    """Claim 3's AMP step on a GPU: fp32 weights and input under autocast (the casts inside the step), where a
+    16-bit torch.fused row otherwise holds the type."""
+    cast, real = [], torch_kernels._autocast
+    monkeypatch.setattr(torch_kernels, "_autocast", lambda device, precision: cast.append(precision)
+                        or real(device, precision))
+    # nn.LSTM with the vendor library off: the same recipe, and ATen's loop runs bf16 on any CPU
+    kernels.build("torch.native", SHAPE, "cpu", "bf16")
+    held, cast[:] = set(cast), []
+    assert held == {"fp32"}  # held in bf16: nothing to cast
+    kernels.build("torch.native", SHAPE, "cpu", "bf16", config=contract.AUTOCAST)
+    assert set(cast) == {"bf16"}  # fp32 weights and input, autocast to bf16 inside the step
+
+
+def test_bf16_under_autocast_on_a_gpu_is_skipped_before_anything_runs():
+    """Autocast's cuDNN RNN wrapper would compute it in fp16: a skipped row saying so, not a mislabelled one."""
+    with pytest.raises(Skip, match="casts to fp16 whatever dtype it is given"):
+        torch_kernels._module("torch.fused", SHAPE, torch.device("cuda"), "bf16", "inference",
+                              LSTMWeights.random(SHAPE), contract.AUTOCAST, vendor=True)
 
 
 # --- CUDA-graph capture ----------------------------------------------------------------------------

@@ -41,19 +41,19 @@ if TYPE_CHECKING:  # the claims' analysis runs without torch; only measuring nee
 
 #: the order a GPU node measures them (`--claims gpu-order`), the most telling first, with each one's plan
 #: (`Claim.estimate_s("cuda")`); a claim not named here comes after them, in claim order. It is planned from the CPU
-#: runs and a review of the grids, not yet measured on a GPU; tests/test_claims.py keeps the first five within 15
-#: minutes of measuring, and the whole within 26.
+#: runs and a review of the grids, not yet measured on a GPU; tests/test_claims.py keeps the first five within 16
+#: minutes of measuring, and the whole within 27.
 GPU_ORDER = (
     "06_energy",                  # 24 x 7.5 s            = 180 s (fp32; 5 interleaved energy windows of >= 1 s)
     "01_cudnn_fallback",          # 84 x 1.5 s + 2 x 60 s = 246 s (torch.compiled last, one cold compile each)
-    "03_mixed_precision",         # 134 x 1.3 s           = 174 s (44 of them at DeepBench's training shapes)
+    "03_mixed_precision",         # 152 x 1.3 s           = 198 s (44 at DeepBench's training shapes, 18 autocast)
     "04_frameworks_vs_baseline",  # 132 x 1.3 s           = 172 s (20 of them: raw cuDNN at DeepBench's shapes)
     "02_cpu_vs_gpu_batch",        # 20 x 6.0 s            = 120 s (each point on the GPU and on its host's CPU)
-    #                               the first five          892 s, 15 minutes
+    #                               the first five          916 s, 15 minutes
     "05_bucketing",               # 12 x 12 s             = 144 s (8 layers, whole epochs of real PTB)
     "07_parallel_training",       # 6 x 5.0 s             =  30 s (one GPU: the 2 one-device points; 4 need >= 2)
     "kernels",                    # 84 x 1.5 s + 6 x 60 s = 486 s (torch.compiled last)
-)                                 # total                  1552 s, 26 minutes
+)                                 # total                  1576 s, 27 minutes
 #: the claims a 15-minute GPU lease measures first, each on its `Lease` grid (the points its verdict reads), in this
 #: order: 04 last, as its raw baseline (a CUDA graph of cuDNN under the profiler) is the riskiest path, and 02 before
 #: it, as its host-CPU half must finish too. `lstmstudy measure --plan lease` then measures the default grids in

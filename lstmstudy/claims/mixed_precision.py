@@ -10,13 +10,16 @@ publishes LSTM training times on NVIDIA GPUs in fp32 and in mixed precision; the
 figure of it.
 
 The speed-up of a low precision is median(fp32 step time) / median(low-precision step time) of the same
-kernel at the same shape and phase. PyTorch rows: `torch.autocast` on a CPU; on a GPU the module and its
-input are held in the 16-bit type instead, because autocast's cuDNN RNN path casts to fp16 whatever type it
-is given (so a "bf16" row would have computed in fp16). Keras rows: the `mixed_float16` / `mixed_bfloat16`
-dtype policies. Every row stores the dtype its LSTM output really had (`compute_dtype`). The verdict reads
-`torch.fused` (nn.LSTM: cuDNN on a GPU, oneDNN on a CPU) at the precision the hardware accelerates: fp16 on
+kernel at the same shape and phase. PyTorch rows: `torch.autocast` on a CPU. On a GPU two kinds of 16-bit
+rows: the AMP step the paper timed (`AMP_KERNEL`: fp32 weights and input under `torch.autocast` to fp16, the
+casts inside the timed step; "A few casting operations are executed on the tensors on the GPU before
+launching the cudnn_rnn kernel"), and the module and its input held in the 16-bit type, with no casts, as
+context and for bf16, because autocast's cuDNN RNN path casts to fp16 whatever type it is given (so a "bf16"
+autocast row would have computed in fp16). Keras rows: the `mixed_float16` / `mixed_bfloat16` dtype policies,
+casts included. Every row stores the dtype its LSTM output really had (`compute_dtype`). The verdict reads
+the AMP step of nn.LSTM (cuDNN on a GPU, oneDNN on a CPU) at the precision the hardware accelerates: fp16 on
 a GPU (tensor cores), bf16 on a CPU (AVX512-BF16 / AMX through oneDNN, where the fingerprint lists those
-flags).
+flags), where a 16-bit `torch.fused` already runs under autocast.
 """
 
 from __future__ import annotations
@@ -30,6 +33,7 @@ from lstmstudy import contract, published
 from lstmstudy.claims import Claim, Lease
 from lstmstudy.observe import what_ran
 from lstmstudy.parameters import check_bool, check_choices, check_positive_ints
+from lstmstudy.results import config_text
 from lstmstudy.rules import PART_WORDS, Outcome, Verdict, combine, holds_below, holds_from, settle
 from lstmstudy.shapes import LSTMShape
 from lstmstudy.stats import percentile_interval, row_replicates
@@ -52,11 +56,19 @@ SMALL_MAX = 1.0
 #: part (ii): at the largest shape it is faster, by the seed's "about 10-15%"
 LARGE_MIN = 1.10
 HEADLINE_KERNEL = "torch.fused"
+#: the AMP step on a GPU: torch.fused rows with the `contract.AUTOCAST` config, named so in every table and figure
+#: and paired with torch.fused's fp32 rows (`labelled`)
+AMP_KERNEL = "torch.fused+autocast"
+AMP_CONFIG = config_text(contract.AUTOCAST)
+#: the kernel whose speed-ups carry the verdict, per device kind: the AMP step (on a CPU, torch.fused is it)
+DECIDING_KERNEL = {"cpu": HEADLINE_KERNEL, "cuda": AMP_KERNEL}
 #: the precision each device kind accelerates, which carries the verdict
 HEADLINE_PRECISION = {"cpu": "bf16", "cuda": "fp16"}
 KERAS_KERNEL = "keras.cudnn_auto"
 LOW_PRECISIONS = ("bf16", "fp16")
-RULE = (f"speed-up = fp32 time / low-precision time of {HEADLINE_KERNEL} in {DECIDING_PHASE} (the seed timed the "
+RULE = (f"speed-up = fp32 time / low-precision time of nn.LSTM's AMP step ({AMP_KERNEL} on a GPU: fp32 weights and "
+        f"input under torch.autocast, the casts inside the step; {HEADLINE_KERNEL} on a CPU, which runs so) in "
+        f"{DECIDING_PHASE} (the seed timed the "
         f"forward pass), at the precision the hardware accelerates (fp16 on a GPU, bf16 on a CPU), with a 95% "
         f"interval over its rounds and samples; smallest / largest shape = the configuration with the fewest / most "
         f"FLOPs. Part (i) holds if the smallest shape's interval lies below {SMALL_MAX:.2f} (the low precision "
@@ -109,8 +121,9 @@ def grid(*, kind: str, quick: bool, hiddens: Sequence[int], timesteps: Sequence[
     points, seen = [], set()
     for phase in phases:
         for kernel, shape in shapes:
-            for precision in precs:
-                point = contract.Point(kernel, shape, precision=precision, phase=phase)
+            amp = kind == "cuda" and kernel == HEADLINE_KERNEL and "fp16" in precs  # beside each held fp16 row
+            for precision, config in [*((p, {}) for p in precs), *([("fp16", contract.AUTOCAST)] if amp else [])]:
+                point = contract.Point(kernel, shape, precision=precision, phase=phase, config=config)
                 if point.key() not in seen:
                     seen.add(point.key())
                     points.append(point)
@@ -151,8 +164,17 @@ def _flops(row: pd.Series) -> float:
     return shape.flops(str(row.phase))
 
 
+def labelled(rows: pd.DataFrame) -> pd.DataFrame:
+    """The stored rows with the AMP step's (torch.fused with the `contract.AUTOCAST` config) named `AMP_KERNEL`."""
+    if rows.empty:
+        return rows
+    amp = (rows.kernel == HEADLINE_KERNEL) & (rows.config == AMP_CONFIG)
+    return rows.assign(kernel=rows.kernel.where(~amp, AMP_KERNEL), config=rows.config.where(~amp, "{}"))
+
+
 def speedups(results: pd.DataFrame) -> pd.DataFrame:
-    """Every low-precision `ok` row against the fp32 row of the same kernel, shape and phase.
+    """Every low-precision `ok` row against the fp32 row of the same kernel, shape and phase (the AMP step's
+    against torch.fused's: at fp32 they are one step).
 
     `ratio` = median fp32 time / median low-precision time (above 1: the low precision is faster), with a
     bootstrap 95% interval (`ratio_lo`, `ratio_hi`); `observed_kernel` is what ran at the low precision,
@@ -162,11 +184,12 @@ def speedups(results: pd.DataFrame) -> pd.DataFrame:
                "observed_kernel", "fp32_kernel", "flops"]
     if results.empty:
         return pd.DataFrame(columns=columns)
-    ok = results[results.status == "ok"]
+    ok = labelled(results[results.status == "ok"])
     base = {tuple(r[k] for k in PAIR_KEYS): r for _, r in ok[ok.precision == "fp32"].iterrows()}
     rows = []
     for _, row in ok[ok.precision != "fp32"].iterrows():
-        ref = base.get(tuple(row[k] for k in PAIR_KEYS))
+        fp32_kernel = HEADLINE_KERNEL if row["kernel"] == AMP_KERNEL else row["kernel"]
+        ref = base.get(tuple(fp32_kernel if k == "kernel" else row[k] for k in PAIR_KEYS))
         if ref is None:
             continue
         ratio, boot = row_replicates(ref, row)
@@ -196,7 +219,7 @@ def extremes(results: pd.DataFrame) -> pd.DataFrame:
     rows = []
     for hardware_id, part in table.groupby("hardware_id", sort=True):
         precision = HEADLINE_PRECISION[_kind(hardware_id)]
-        mine = part[(part.kernel == HEADLINE_KERNEL) & (part.precision == precision)]
+        mine = part[(part.kernel == DECIDING_KERNEL[_kind(hardware_id)]) & (part.precision == precision)]
         for phase, by_phase in mine.groupby("phase", sort=True):
             if len(by_phase) < 2 or by_phase.flops.min() == by_phase.flops.max():
                 continue  # one shape: no small and large end to compare
@@ -223,8 +246,9 @@ def verdicts(results: pd.DataFrame) -> list[Verdict]:
         precision = HEADLINE_PRECISION[_kind(hardware_id)]
         mine = ends[ends.hardware_id == hardware_id]
         deciding, training = mine[mine.phase == DECIDING_PHASE], mine[mine.phase == "train"]
+        kernel = DECIDING_KERNEL[_kind(hardware_id)]
         if deciding.empty:
-            text = (f"not measured: no {precision} and fp32 pair of {HEADLINE_KERNEL} {DECIDING_PHASE} at two or more "
+            text = (f"not measured: no {precision} and fp32 pair of {kernel} {DECIDING_PHASE} at two or more "
                     f"shapes on this hardware")
             out.append(Verdict(NAME, STATEMENT, hardware_id, SEED_FIGURE, None, text, Outcome.NOT_MEASURED, RULE))
             continue
@@ -235,7 +259,7 @@ def verdicts(results: pd.DataFrame) -> list[Verdict]:
                                   LARGE_PART.possible(large.ratio_lo, large.ratio_hi)]))
         beside = (f"; training, beside it and not deciding: {_ends_text(training)}" if not training.empty
                   else "; training not measured")
-        text = (f"{DECIDING_PHASE}, {precision} over fp32 ({HEADLINE_KERNEL}): {_ends_text(deciding)}; part (i) "
+        text = (f"{DECIDING_PHASE}, {precision} over fp32 ({kernel}): {_ends_text(deciding)}; part (i) "
                 f"{PART_WORDS[part_i]}, part (ii) {PART_WORDS[part_ii]}{beside}")
         parts = (("part (i)", small.ratio_lo, small.ratio_hi), ("part (ii)", large.ratio_lo, large.ratio_hi))
         out.append(Verdict(NAME, STATEMENT, hardware_id, SEED_FIGURE, large.ratio, text, outcome, RULE,
@@ -262,7 +286,8 @@ def observed_table(results: pd.DataFrame) -> pd.DataFrame:
         text = ", ".join(f"{name} ({n})" for name, n in sorted(counts.items()))
         return text + (f"; {len(part) - len(ok)} not ok" if len(part) > len(ok) else "")
 
-    table = (results.groupby(["hardware_id", "kernel", "phase", "precision"]).apply(cell, include_groups=False)
+    table = (labelled(results).groupby(["hardware_id", "kernel", "phase", "precision"])
+             .apply(cell, include_groups=False)
              .rename("observed").reset_index()
              .pivot(index=["hardware_id", "kernel", "phase"], columns="precision", values="observed"))
     order = [p for p in ("fp32", "bf16", "fp16") if p in table.columns]
@@ -274,7 +299,7 @@ def skipped_table(results: pd.DataFrame) -> pd.DataFrame:
     columns = ["hardware_id", "kernel", "precision", "phase", "hidden", "timesteps", "batch", "status", "reason"]
     if results.empty:
         return pd.DataFrame(columns=columns)
-    bad = results[results.status != "ok"].rename(columns={"error": "reason"})
+    bad = labelled(results[results.status != "ok"]).rename(columns={"error": "reason"})
     return bad[columns].sort_values(columns[:7]).reset_index(drop=True)
 
 
@@ -291,11 +316,11 @@ def single_shapes(results: pd.DataFrame, kernel: str = KERAS_KERNEL) -> pd.DataF
 
 
 def by_batch(results: pd.DataFrame) -> pd.DataFrame:
-    """`torch.fused` speed-ups against batch size, per hardware set at the hidden size and sequence length
-    with the most batch sizes measured (the batch sweep); `series` names precision and phase, `shape` the
-    hidden size and sequence length."""
+    """`torch.fused` speed-ups (and, on a GPU, the AMP step's) against batch size, per hardware set at the hidden
+    size and sequence length with the most batch sizes measured (the batch sweep); `series` names precision and
+    phase (and 'autocast' for the AMP step), `shape` the hidden size and sequence length."""
     table = speedups(results)
-    table = table[table.kernel == HEADLINE_KERNEL]
+    table = table[table.kernel.isin([HEADLINE_KERNEL, AMP_KERNEL])]
     parts = []
     for _, part in table.groupby("hardware_id", sort=True):
         counts = part.groupby(["hidden", "timesteps"]).batch.nunique()
@@ -304,7 +329,7 @@ def by_batch(results: pd.DataFrame) -> pd.DataFrame:
         hidden, steps = counts.idxmax()
         parts.append(part[(part.hidden == hidden) & (part.timesteps == steps)])
     out = pd.concat(parts, ignore_index=True) if parts else table.iloc[0:0]
-    out = out.assign(series=out.precision + " " + out.phase,
+    out = out.assign(series=out.kernel.map({AMP_KERNEL: "autocast "}).fillna("") + out.precision + " " + out.phase,
                      shape="H=" + out.hidden.astype(str) + " T=" + out.timesteps.astype(str))
     return out.astype({"batch": int}).sort_values(["hardware_id", "series", "batch"]).reset_index(drop=True)
 
@@ -328,5 +353,5 @@ CLAIM = Claim(
     # and DeepBench's shapes are context, measured after the lease's five claims
     lease=Lease(overrides={"hiddens": [64, 1024], "timesteps": [16, 128], "batches": [32], "batch_sweep": [1, 128],
                            "precisions": ["fp16"], "phases": ["inference"], "deepbench_shapes": False},
-                kernels=frozenset({HEADLINE_KERNEL})),
+                kernels=frozenset({HEADLINE_KERNEL})),  # torch.fused: the AMP step's rows are torch.fused too
 )

@@ -15,7 +15,7 @@ Seven recipes, one per row of `lstmstudy.kernels.KERNELS` and named after it, al
 
 Every step runs under the same numerics (`_backend`, `_autocast`): fp16/bf16 through `torch.autocast`
 (the raw rows instead hold weights and inputs in the compute type, as DeepBench does, and so do the
-nn.LSTM rows on a GPU, see `_holds_compute_type`), and on a GPU fp32 pinned to IEEE fp32
+nn.LSTM rows on a GPU, see `_holds_compute_type`, unless the point's config is `contract.AUTOCAST`), and on a GPU fp32 pinned to IEEE fp32
 (`backends.ieee_fp32`), because PyTorch lets cuDNN's RNN use TF32 by default
 (`torch.backends.cudnn.rnn.fp32_precision == "tf32"`) while cuBLAS matmuls default to IEEE: left alone,
 "fp32" fused-vs-generic would compare TF32 with FP32. Each build reads the dtype its LSTM output really
@@ -37,6 +37,7 @@ from torch.amp.autocast_mode import is_autocast_available
 from torch.profiler import ProfilerActivity, profile
 
 from lstmstudy.backends import ieee_fp32, torch_flag
+from lstmstudy.contract import AUTOCAST
 from lstmstudy.errors import Skip
 from lstmstudy.kernels.built import (
     DTYPE_NAMES,
@@ -365,8 +366,13 @@ def _input(shape: LSTMShape, device: torch.device, dtype: torch.dtype = torch.fl
 
 def _module(name: str, shape: LSTMShape, device: torch.device, precision: str, phase: str, weights: LSTMWeights,
             config: Mapping[str, object], *, vendor: bool) -> Built:
-    """`torch.fused` (vendor=True) and `torch.native` (vendor=False): nn.LSTM, library on or off."""
-    held = _holds_compute_type(device, precision)
+    """`torch.fused` (vendor=True) and `torch.native` (vendor=False): nn.LSTM, library on or off; with the
+    `contract.AUTOCAST` config, under autocast with fp32 weights and input on a GPU too."""
+    autocast = dict(config) == dict(AUTOCAST)
+    if autocast and device.type == "cuda" and precision == "bf16":
+        raise Skip(f"{name} at bf16 under autocast on a GPU: autocast's cuDNN RNN wrapper casts to fp16 whatever "
+                   f"dtype it is given, so the row would compute in fp16 (without the config, bf16 is held in bf16)")
+    held = _holds_compute_type(device, precision) and not autocast
     dtype = DTYPES[precision] if held else torch.float32
     module = nn.LSTM(shape.features, shape.hidden, num_layers=shape.layers, bidirectional=shape.bidirectional,
                      batch_first=True, device=device, dtype=dtype)
