@@ -150,6 +150,26 @@ def test_bf16_under_autocast_on_a_gpu_is_skipped_before_anything_runs():
                               LSTMWeights.random(SHAPE), contract.AUTOCAST, vendor=True)
 
 
+def test_a_compile_that_fails_under_the_fp32_flags_skips_the_compiled_rows_before_any_trace(monkeypatch):
+    """torch 2.9-2.10 failed to compile under the per-backend TF32 flags ("mix of legacy and new APIs"): a one-line
+    compile finds it, and the compiled rows are skipped saying so, not timed out one cold compile at a time."""
+    def refuses(fn):
+        raise RuntimeError("PyTorch is checking whether allow_tf32 is enabled, but a mix of legacy and new APIs")
+
+    monkeypatch.setattr(torch, "compile", refuses)
+    torch_kernels._compile_refused.cache_clear()
+    try:
+        reason = torch_kernels._compile_refused("cpu")
+    finally:
+        torch_kernels._compile_refused.cache_clear()
+    assert reason == ("torch.compile fails here under IEEE fp32 (RuntimeError: PyTorch is checking whether "
+                      "allow_tf32 is enabled, but a mix of legacy and new APIs): no compiled row can run")
+    monkeypatch.setattr(torch_kernels, "_compile_refused", lambda device: reason)
+    monkeypatch.setattr(torch_kernels, "_autocast_unavailable", lambda device, precision: None)
+    assert torch_kernels._compile_unavailable(torch.device("cuda"), "fp32") == reason
+    assert torch_kernels._compile_unavailable(torch.device("cpu"), "fp32") is None  # no such flags on a CPU
+
+
 # --- CUDA-graph capture ----------------------------------------------------------------------------
 
 class FakeCuda:

@@ -102,7 +102,21 @@ def _autocast_unavailable(device: torch.device, precision: str) -> str | None:
 def _compile_unavailable(device: torch.device, precision: str) -> str | None:
     if not torch._dynamo.is_dynamo_supported():
         return f"torch.compile is not supported on this Python/platform (torch {torch.__version__})"
-    return _autocast_unavailable(device, precision)
+    return (_compile_refused(str(device)) if device.type == "cuda" else None) or _autocast_unavailable(device, precision)
+
+
+@cache
+def _compile_refused(device: str) -> str | None:
+    """Why torch.compile fails under the IEEE-fp32 flags every step runs with (`backends.ieee_fp32`), found by
+    compiling a one-line function on `device`, a few seconds, before a row pays for an LSTM's trace (a minute); None
+    where it compiles. Inductor read the legacy TF32 getters, which raise under the new per-backend flags: "mix of
+    legacy and new APIs" on torch 2.9-2.10 (pytorch issues 166387, 179445). Only a GPU sets those flags."""
+    try:
+        with ieee_fp32(device):
+            torch.compile(lambda x: torch.sigmoid(x) * 2)(torch.ones(2, device=device))  # a Python frame to trace
+    except Exception as exc:  # noqa: BLE001 - whatever it is, every compiled row would fail with it
+        return f"torch.compile fails here under IEEE fp32 ({_first_line(exc)}): no compiled row can run"
+    return None
 
 
 # --- numerics: the contexts every step runs in ----------------------------------------------------
