@@ -19,7 +19,7 @@
 # there is measured again by the next call, one hung in native code (deaf to SIGTERM) is stored as an error.
 #
 # Needs LSTMSTUDY_HOST (a stable name: the node may be renamed at boot) and LSTMSTUDY_GIT_COMMIT (the copy has
-# no .git). Results are written outside the checkout, to $LSTMSTUDY_RESULTS (default /tmp/lstmstudy-node/results,
+# no .git). LSTMSTUDY_DEVICE (default cuda) names the device to check and measure: `cpu` rehearses a call here. Results are written outside the checkout, to $LSTMSTUDY_RESULTS (default /tmp/lstmstudy-node/results,
 # filled from the checkout's results/ by the first call), so that a second call on the same node resumes from the
 # first's rows without their coming back here first: the device tool lays the checkout anew for every call. Where
 # $OUT is set (the device tool's folder that comes back), the result files this call wrote are packed into
@@ -38,6 +38,7 @@ fi
 : "${LSTMSTUDY_HOST:?set LSTMSTUDY_HOST to a stable name for this node}"
 : "${LSTMSTUDY_GIT_COMMIT:?set LSTMSTUDY_GIT_COMMIT to the commit this copy holds, with +dirty if it has changes}"
 PY=${PYTHON:-python3}
+DEVICE=${LSTMSTUDY_DEVICE:-cuda}
 SITE=${LSTMSTUDY_SITE:-/tmp/lstmstudy-site}
 RESULTS=${LSTMSTUDY_RESULTS:-/tmp/lstmstudy-node/results}
 if [ ! -d "$RESULTS" ] && [ -d results ]; then  # the first call on this node: start from the checkout's sets
@@ -94,7 +95,7 @@ fi
 
 check() {
     timeout --kill-after=10 "${LSTMSTUDY_CHECK_S:-180}" bash -c '
-        "$0" -m lstmstudy.cli env --device cuda --check
+        "$0" -m lstmstudy.cli env --device "$1" --check
         checked=$?
         if [ "${LSTMSTUDY_CHECK_TESTS:-0}" != 1 ]; then
             tested=0  # the smoke check above already ran every kernel that measuring needs
@@ -106,7 +107,7 @@ check() {
             echo "pytest or hypothesis cannot be imported here: the tests marked gpu were not run" >&2
             tested=1
         fi
-        exit $(( checked ? 3 : tested ))' "$PY"
+        exit $(( checked ? 3 : tested ))' "$PY" "$DEVICE"
 }
 
 measure() {
@@ -126,7 +127,7 @@ measure() {
     plan=(--plan lease)
     case " $* " in *" --claims "*) plan=() ;; esac  # claims named on the command line replace the plan
     timeout --kill-after=5 "$left" \
-        "$PY" -m lstmstudy.cli measure --device cuda "${plan[@]}" --deadline "$seconds" "$@"
+        "$PY" -m lstmstudy.cli measure --device "$DEVICE" "${plan[@]}" --deadline "$seconds" "$@"
 }
 
 case "$1" in

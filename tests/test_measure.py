@@ -285,6 +285,24 @@ def test_the_gpu_node_measures_the_lease_plan_into_a_store_outside_the_checkout(
         assert {n for n in packed.getnames() if n.endswith(".csv")} == {f"results/energy/{HW}.csv"}
 
 
+def test_one_call_checks_measures_and_packs_within_its_limit(tmp_path):
+    """The lease's one call rehearsed on this CPU (LSTMSTUDY_DEVICE=cpu): the smoke check, then measuring, then
+    the results packed, all inside the call's limit."""
+    import tarfile
+    import time
+
+    limit = 240
+    start = time.monotonic()
+    done, out = _gpu_node(tmp_path, "check", "measure", "120", "--quick", "--claims", "06", "--no-progress",
+                          LSTMSTUDY_DEVICE="cpu", LSTMSTUDY_CALL_LIMIT=str(limit))
+    assert done.returncode == 0, done.stdout[-2000:] + done.stderr[-2000:]
+    assert time.monotonic() - start < limit
+    assert "ready to measure" in done.stdout and "energy: 0 measured, 3 skipped" in done.stdout
+    with tarfile.open(out / "results.tgz") as packed:
+        assert f"results/energy/{HW}.csv" in packed.getnames()
+    assert "packed" in (out / "console.log").read_text()
+
+
 def test_the_gpu_node_script_names_what_is_missing_in_one_line(tmp_path):
     done, _ = _gpu_node(tmp_path, "measure", "120", LSTMSTUDY_HOST="")
     assert done.returncode != 0 and "set LSTMSTUDY_HOST" in done.stderr and len(done.stderr.splitlines()) == 1
