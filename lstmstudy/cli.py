@@ -88,8 +88,11 @@ def cmd_measure(args: argparse.Namespace) -> int:
     if args.plan and args.claims:
         raise StudyError("--plan lease chooses the claims itself: give --plan or --claims, not both")
     steps = lease_plan() if args.plan else [(claim, "all") for claim in lookup(args.claims)]
+    kind = args.device.split(":")[0] if args.device != "auto" else hardware.resolve_device("auto").type
+    if args.plan and kind != "cuda":
+        raise StudyError(f"--plan lease cuts the GPU grids to what their verdicts read; on {kind!r} measure the "
+                         f"default grids (leave --plan out)")
     if args.plan_only:
-        kind = args.device.split(":")[0] if args.device != "auto" else hardware.resolve_device("auto").type
         print(plan_text(steps, kind))
         return 0
     device = str(hardware.resolve_device(args.device))  # fail before anything else if the device is not here

@@ -19,9 +19,11 @@
 # there is measured again by the next call, one hung in native code (deaf to SIGTERM) is stored as an error.
 #
 # Needs LSTMSTUDY_HOST (a stable name: the node may be renamed at boot) and LSTMSTUDY_GIT_COMMIT (the copy has
-# no .git). LSTMSTUDY_DEVICE (default cuda) names the device to check and measure: `cpu` rehearses a call here. Results are written outside the checkout, to $LSTMSTUDY_RESULTS (default /tmp/lstmstudy-node/results,
-# filled from the checkout's results/ by the first call), so that a second call on the same node resumes from the
-# first's rows without their coming back here first: the device tool lays the checkout anew for every call. Where
+# no .git). LSTMSTUDY_DEVICE (default cuda) names the device to check and measure: `cpu` rehearses a call here.
+# Results are written outside the checkout, to $LSTMSTUDY_RESULTS (a folder named results; default
+# /tmp/lstmstudy-node/results, filled from the checkout's results/ by the first call), so that a second call on the
+# same node resumes from the first's rows without their coming back here first: the device tool lays the checkout
+# anew for every call. Where
 # $OUT is set (the device tool's folder that comes back), the result files this call wrote are packed into
 # $OUT/results.tgz (unpack it over the checkout: each file is whole, the rows it had from the checkout included),
 # the native logs copied to $OUT/logs and the whole console kept in $OUT/console.log (the device tool returns only
@@ -41,6 +43,10 @@ PY=${PYTHON:-python3}
 DEVICE=${LSTMSTUDY_DEVICE:-cuda}
 SITE=${LSTMSTUDY_SITE:-/tmp/lstmstudy-site}
 RESULTS=${LSTMSTUDY_RESULTS:-/tmp/lstmstudy-node/results}
+if [ "$(basename "$RESULTS")" != results ]; then  # packed as results/..., to be unpacked over the checkout's
+    echo "LSTMSTUDY_RESULTS must name a folder called results, not $RESULTS" >&2
+    exit 2
+fi
 if [ ! -d "$RESULTS" ] && [ -d results ]; then  # the first call on this node: start from the checkout's sets
     mkdir -p "$(dirname "$RESULTS")" && cp -rp results "$RESULTS"
 fi
@@ -125,7 +131,7 @@ measure() {
     # the deadline stops it between groups and interrupts a group still running (a call's first group gets the
     # whole deadline, and at least 120 s, from its own start); the backstop stops it before the call's limit
     plan=(--plan lease)
-    case " $* " in *" --claims "*) plan=() ;; esac  # claims named on the command line replace the plan
+    case " $* " in *" --claims "* | *" --claims="*) plan=() ;; esac  # claims named here replace the plan
     timeout --kill-after=5 "$left" \
         "$PY" -m lstmstudy.cli measure --device "$DEVICE" "${plan[@]}" --deadline "$seconds" "$@"
 }

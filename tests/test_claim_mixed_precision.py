@@ -238,7 +238,7 @@ def test_the_page_renders_a_gpu_set_and_judges_its_amp_step(tmp_path):
         m = timing.Measurement(samples=samples, warmup=1, threads=16, sync="cuda-events", round_sizes=(3, 3, 3),
                                seed=1, noisy=False)
         outcome = contract.PointResult(m, observed=Observation("cudnn", {}),
-                                       compute_dtype={"fp32": "float32", "fp16": "float16"}[point.precision])
+                                       compute_dtype={"fp32": "float32", "fp16": "float16", "bf16": "bfloat16"}[point.precision])
         rows.append(sweep.make_row(claim.NAME, point, torch.device("cuda"), gpu, outcome=outcome))
     results.append(claim.NAME, gpu.hardware_id, rows, tmp_path / "results")
     (verdict,) = claim.verdicts(results.load(claim.NAME, tmp_path / "results"))

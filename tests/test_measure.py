@@ -85,6 +85,7 @@ def test_a_deadline_exits_early_and_the_next_call_resumes_without_duplicates(tmp
     (["--claims", "99"], "unknown claim '99'; known: all, gpu-order, 01_cudnn_fallback"),
     (["--deadline", "-5"], "--deadline must be a positive number of seconds, got -5"),
     (["--plan", "lease", "--claims", "01"], "--plan lease chooses the claims itself: give --plan or --claims"),
+    (["--plan", "lease"], "--plan lease cuts the GPU grids to what their verdicts read; on 'cpu' measure"),
 ])
 def test_bad_arguments_are_one_clear_line(args, message, capsys, tmp_path):
     assert _measure(*args, "--results-dir", str(tmp_path)) == 2
@@ -182,7 +183,8 @@ def _gpu_node(tmp_path, *args: str, **env: str):
 
 
 #: Installed as the node's `sitecustomize` for the rehearsal: in `lstmstudy measure`, the second group of points
-#: hangs in native code while the flag file says "armed", as a group blocked in NCCL, a CUPTI flush or cuDNN would: SIGALRM and SIGTERM are masked, so no Python handler runs, and libc's sleep never returns to the interpreter.
+#: hangs in native code while the flag file says "armed", as a group blocked in NCCL, a CUPTI flush or cuDNN would:
+#: SIGALRM and SIGTERM are masked, so no Python handler runs, and libc's sleep never returns to the interpreter.
 HANG = """
 import os
 import sys

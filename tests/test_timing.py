@@ -57,9 +57,9 @@ def test_stops_at_max_samples_and_keeps_all_samples():
 
 
 def test_stops_when_stable_after_min_time():
-    m = timing.measure(lambda: time.sleep(0.001), min_time=0.05, max_time=30, target_rel_iqr=1.0)
-    # stable, so it stopped at a check soon after min_time, long before max_time (the samples add up to the
-    # time it sampled, whatever the machine's load)
+    m = timing.measure(lambda: time.sleep(0.001), min_time=0.05, max_time=30, max_samples=10**6, target_rel_iqr=1.0)
+    # stable, so it stopped at a check soon after min_time, long before max_time and max_samples (the samples add
+    # up to the time it sampled, whatever the machine's load; never stable, it would sample for 30 s)
     assert m.n >= 7 and m.rel_iqr <= 1.0 and sum(m.samples) < 10
 
 

@@ -76,8 +76,10 @@ SLOW_POINT_PLAN_S = {"cpu": 70.0, "cuda": 60.0}
 
 @dataclass(frozen=True)
 class Lease:
-    """What a claim measures first in a short GPU lease: its grid with `overrides`, cut to `kernels` (every kernel
-    when empty): the points its verdict reads, at the usual rounds (fewer shapes, not fewer rounds)."""
+    """What a claim measures first in a short GPU lease: its GPU grid with `overrides`, cut to `kernels` (every
+    kernel when empty): the points its verdict reads, at the usual rounds (fewer shapes, not fewer rounds). A kernel
+    the cut leaves out at a lease shape is measured later, in rounds of its own: its ratio to the lease's rows there
+    is then bootstrapped unpaired (`stats.row_replicates`), a wider interval, and only context reads it."""
 
     overrides: Mapping[str, object] = field(default_factory=dict)
     kernels: frozenset[str] = frozenset()
