@@ -33,6 +33,7 @@ from typing import TYPE_CHECKING
 import pandas as pd
 
 from lstmstudy.errors import ParameterError
+from lstmstudy.results import config_text
 from lstmstudy.rules import Verdict, assess_noise
 
 if TYPE_CHECKING:  # the claims' analysis runs without torch; only measuring needs the sweep
@@ -209,11 +210,14 @@ def lease_plan() -> list[tuple[Claim, str]]:
 def planned(steps: Sequence[tuple[Claim, str]], kind: str) -> list[tuple[Claim, str, int, float]]:
     """Each step of a plan with the points it adds (those no earlier step measured: the sweep resumes past them)
     and their planned seconds (`Claim.seconds_per_point`, a slow kernel's at `seconds_per_slow_point`)."""
-    seen: set[tuple[str, object]] = set()
+    def ident(claim: Claim, p: Point) -> tuple:  # `Point.key` without its Keras backend: no Keras import to plan
+        return claim.name, p.kernel, p.shape, p.precision, p.phase, config_text(p.config)
+
+    seen: set[tuple] = set()
     out = []
     for claim, select in steps:
-        new = [p for p in claim.points(kind, select=select) if (claim.name, p.key()) not in seen]
-        seen.update((claim.name, p.key()) for p in new)
+        new = [p for p in claim.points(kind, select=select) if ident(claim, p) not in seen]
+        seen.update(ident(claim, p) for p in new)
         slow = sum(p.kernel in claim.slow for p in new)
         each = claim.seconds_per_point[kind]
         if select == "lease" and claim.lease and claim.lease.seconds_per_point is not None:
