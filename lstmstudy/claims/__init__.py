@@ -168,10 +168,8 @@ class Claim:
 
     def estimate_s(self, kind: str, select: str = "all") -> float:
         """Planned seconds to measure the default grid of `kind` (or the part `select` keeps) from scratch (points x
-        seconds per point, a slow kernel's points at `seconds_per_slow_point`)."""
-        points = self.points(kind, select=select)
-        slow = sum(p.kernel in self.slow for p in points)
-        return (len(points) - slow) * self.seconds_per_point[kind] + slow * self.seconds_per_slow_point[kind]
+        seconds per point, a slow kernel's points at `seconds_per_slow_point`: `planned`)."""
+        return planned([(self, select)], kind)[0][3]
 
     def run(self, device: str = "auto", *, quick: bool = False, min_time: float | None = None,
             root: Path | None = None, retry_errors: bool = False, rerun: bool = False,
