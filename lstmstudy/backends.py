@@ -15,7 +15,7 @@ from __future__ import annotations
 
 import importlib.util
 import os
-from collections.abc import Iterator
+from collections.abc import Iterator, Mapping
 from contextlib import ExitStack, contextmanager
 from functools import cache
 from typing import TYPE_CHECKING
@@ -39,9 +39,11 @@ def importable(name: str) -> bool:
         return False
 
 
-def isa_cap() -> str:
-    """The cap on oneDNN's instruction set in this environment ("ONEDNN_MAX_CPU_ISA=AVX2"), or ''."""
-    return next((f"{name}={os.environ[name]}" for name in ISA_CAPS if os.environ.get(name)), "")
+def isa_cap(environ: Mapping[str, str] | None = None) -> str:
+    """The cap on oneDNN's instruction set in `environ` (this process's environment by default), as
+    "ONEDNN_MAX_CPU_ISA=AVX2", or ''."""
+    environ = os.environ if environ is None else environ
+    return next((f"{name}={environ[name]}" for name in ISA_CAPS if environ.get(name)), "")
 
 
 def chosen_note() -> str | None:

@@ -21,7 +21,7 @@ from importlib import metadata
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from lstmstudy.backends import ISA_CAPS, keras_backend
+from lstmstudy.backends import ISA_CAPS, isa_cap, keras_backend
 from lstmstudy.errors import DeviceUnavailable
 from lstmstudy.results import fingerprint_id
 
@@ -303,5 +303,5 @@ def hardware_id(fp: Fingerprint) -> str:
     name = _slug(fp.cpu_model) or "unknown"
     if not re.search(r"\d", name):
         name = f"{name}-{_cpu_signature()}"
-    cap = next((fp.environment[n] for n in ISA_CAPS if fp.environment.get(n)), "")
+    cap = isa_cap(fp.environment).partition("=")[2]
     return f"cpu-{name}-{fp.threads}t" + (f"-{_slug(cap)}" if cap else "")
