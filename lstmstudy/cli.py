@@ -88,13 +88,14 @@ def cmd_measure(args: argparse.Namespace) -> int:
     if args.plan and args.claims:
         raise StudyError("--plan lease chooses the claims itself: give --plan or --claims, not both")
     steps = lease_plan() if args.plan else [(claim, "all") for claim in lookup(args.claims)]
-    kind = args.device.split(":")[0] if args.device != "auto" else hardware.resolve_device("auto").type
-    if args.plan and kind != "cuda":
-        raise StudyError(f"--plan lease cuts the GPU grids to what their verdicts read; on {kind!r} measure the "
-                         f"default grids (leave --plan out)")
-    if args.plan_only:
-        print(plan_text(steps, kind))
-        return 0
+    if args.plan or args.plan_only:  # the kind named, so that a plan is listed where that device is not
+        kind = args.device.split(":")[0] if args.device != "auto" else hardware.resolve_device("auto").type
+        if args.plan and kind != "cuda":
+            raise StudyError(f"--plan lease cuts the GPU grids to what their verdicts read; on {kind!r} measure the "
+                             f"default grids (leave --plan out)")
+        if args.plan_only:
+            print(plan_text(steps, kind))
+            return 0
     device = str(hardware.resolve_device(args.device))  # fail before anything else if the device is not here
     if note := chosen_note():
         print(f"note: {note}")
@@ -129,7 +130,8 @@ def plan_text(steps: list, kind: str) -> str:
     for index, (claim, select, points, seconds) in enumerate(planned(steps, kind)):
         total += seconds
         if points:
-            lines.append(f"  {claim.stem:<27} {select:<5} {points:4d} points {seconds:5.0f} s  (by then {total:5.0f} s)")
+            lines.append(f"  {claim.stem:<27} {select:<5} {points:4d} points {seconds:5.0f} s  "
+                         f"(by then {total:5.0f} s)")
         if index + 1 == len(lease):
             lines.append(f"  the {len(lease)} judged claims of the lease, fixed costs included: {total:.0f} s, "
                          f"{total / LEASE_CALL_S:.0%} of one {LEASE_CALL_S} s call")

@@ -23,11 +23,10 @@
 # Results are written outside the checkout, to $LSTMSTUDY_RESULTS (a folder named results; default
 # /tmp/lstmstudy-node/results, filled from the checkout's results/ by the first call), so that a second call on the
 # same node resumes from the first's rows without their coming back here first: the device tool lays the checkout
-# anew for every call. Where
-# $OUT is set (the device tool's folder that comes back), the result files this call wrote are packed into
-# $OUT/results.tgz (unpack it over the checkout: each file is whole, the rows it had from the checkout included),
-# the native logs copied to $OUT/logs and the whole console kept in $OUT/console.log (the device tool returns only
-# its end), after every call, failed or not.
+# anew for every call. Where $OUT is set (the device tool's folder that comes back), the result files this call
+# wrote are packed into $OUT/results.tgz (unpack it over the checkout: each file is whole, the rows it had from the
+# checkout included), the native logs copied to $OUT/logs and the whole console kept in $OUT/console.log (the
+# device tool returns only its end), after every call, failed or not.
 set -uo pipefail
 cd "$(dirname "$0")/.."
 

@@ -226,6 +226,7 @@ def test_the_page_renders_a_gpu_set_and_judges_its_amp_step(tmp_path):
     import torch
 
     from lstmstudy import contract, hardware, results, sweep, timing
+    from lstmstudy.kernels.built import DTYPE_NAMES
     from lstmstudy.observe import Observation
 
     gpu = hardware.Fingerprint(device_kind="cuda", cpu_model="Fake Xeon", cpu_flags=[], physical_cores=16, threads=16,
@@ -237,8 +238,7 @@ def test_the_page_renders_a_gpu_set_and_judges_its_amp_step(tmp_path):
         samples = tuple(float(s) for s in np.linspace(0.98, 1.02, 9) * ms / 1e3)
         m = timing.Measurement(samples=samples, warmup=1, threads=16, sync="cuda-events", round_sizes=(3, 3, 3),
                                seed=1, noisy=False)
-        outcome = contract.PointResult(m, observed=Observation("cudnn", {}),
-                                       compute_dtype={"fp32": "float32", "fp16": "float16", "bf16": "bfloat16"}[point.precision])
+        outcome = contract.PointResult(m, observed=Observation("cudnn", {}), compute_dtype=DTYPE_NAMES[point.precision])
         rows.append(sweep.make_row(claim.NAME, point, torch.device("cuda"), gpu, outcome=outcome))
     results.append(claim.NAME, gpu.hardware_id, rows, tmp_path / "results")
     (verdict,) = claim.verdicts(results.load(claim.NAME, tmp_path / "results"))

@@ -15,11 +15,11 @@ rows: the AMP step the paper timed (`AMP_KERNEL`: fp32 weights and input under `
 casts inside the timed step; "A few casting operations are executed on the tensors on the GPU before
 launching the cudnn_rnn kernel"), and the module and its input held in the 16-bit type, with no casts, as
 context and for bf16, which has no autocast row on a GPU: autocast's cuDNN RNN path casts to fp16 whatever type
-it is given (so a "bf16" autocast row would have computed in fp16). Keras rows: the `mixed_float16` / `mixed_bfloat16` dtype policies,
-casts included. Every row stores the dtype its LSTM output really had (`compute_dtype`). The verdict reads
-the AMP step of nn.LSTM (cuDNN on a GPU, oneDNN on a CPU) at the precision the hardware accelerates: fp16 on
-a GPU (tensor cores), bf16 on a CPU (AVX512-BF16 / AMX through oneDNN, where the fingerprint lists those
-flags), where a 16-bit `torch.fused` already runs under autocast.
+it is given (so a "bf16" autocast row would have computed in fp16). Keras rows: the `mixed_float16` /
+`mixed_bfloat16` dtype policies, casts included. Every row stores the dtype its LSTM output really had
+(`compute_dtype`). The verdict reads the AMP step of nn.LSTM (cuDNN on a GPU, oneDNN on a CPU) at the
+precision the hardware accelerates: fp16 on a GPU (tensor cores), bf16 on a CPU (AVX512-BF16 / AMX through
+oneDNN, where the fingerprint lists those flags), where a 16-bit `torch.fused` already runs under autocast.
 """
 
 from __future__ import annotations

@@ -15,8 +15,8 @@ Seven recipes, one per row of `lstmstudy.kernels.KERNELS` and named after it, al
 
 Every step runs under the same numerics (`_backend`, `_autocast`): fp16/bf16 through `torch.autocast`
 (the raw rows instead hold weights and inputs in the compute type, as DeepBench does, and so do the
-nn.LSTM rows on a GPU, see `_holds_compute_type`, unless the point's config is `contract.AUTOCAST`), and on a GPU fp32 pinned to IEEE fp32
-(`backends.ieee_fp32`), because PyTorch lets cuDNN's RNN use TF32 by default
+nn.LSTM rows on a GPU, see `_holds_compute_type`, unless the point's config is `contract.AUTOCAST`), and on a
+GPU fp32 pinned to IEEE fp32 (`backends.ieee_fp32`), because PyTorch lets cuDNN's RNN use TF32 by default
 (`torch.backends.cudnn.rnn.fp32_precision == "tf32"`) while cuBLAS matmuls default to IEEE: left alone,
 "fp32" fused-vs-generic would compare TF32 with FP32. Each build reads the dtype its LSTM output really
 has (`Built.compute_dtype`) and refuses a mismatch with the precision asked for
@@ -102,7 +102,8 @@ def _autocast_unavailable(device: torch.device, precision: str) -> str | None:
 def _compile_unavailable(device: torch.device, precision: str) -> str | None:
     if not torch._dynamo.is_dynamo_supported():
         return f"torch.compile is not supported on this Python/platform (torch {torch.__version__})"
-    return (_compile_refused(str(device)) if device.type == "cuda" else None) or _autocast_unavailable(device, precision)
+    refused = _compile_refused(str(device)) if device.type == "cuda" else None  # only a GPU sets the flags
+    return refused or _autocast_unavailable(device, precision)
 
 
 @cache
