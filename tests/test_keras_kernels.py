@@ -21,7 +21,7 @@ from torch import nn
 keras = pytest.importorskip("keras")
 
 from lstmstudy import kernels, timing  # noqa: E402
-from lstmstudy.backends import isa_cap, keras_backend  # noqa: E402
+from lstmstudy.backends import ISA_CAPS, isa_cap, keras_backend  # noqa: E402
 from lstmstudy.errors import Skip  # noqa: E402
 from lstmstudy.kernels import keras_kernels  # noqa: E402
 from lstmstudy.kernels.built import DTYPE_NAMES, LSTMWeights, PrecisionMismatch, make_inputs  # noqa: E402
@@ -138,7 +138,7 @@ def test_mixed_precision_runs_close_to_the_reference(precision):
 def probe(monkeypatch):
     """`keras_kernels.tensorflow_refuses` with its child's script replaced (and the process's answers forgotten)."""
     keras_kernels.tensorflow_refuses.cache_clear()
-    for name in ("ONEDNN_MAX_CPU_ISA", "DNNL_MAX_CPU_ISA"):
+    for name in ISA_CAPS:
         monkeypatch.delenv(name, raising=False)
     yield lambda script: monkeypatch.setattr(keras_kernels, "_PROBE", script)
     keras_kernels.tensorflow_refuses.cache_clear()
