@@ -311,6 +311,17 @@ def test_on_a_gpu_each_kernel_is_a_group_of_every_plan(tmp_path, monkeypatch):
     assert (report.claim, report.measured, report.already_stored) == (claim.NAME, len(points), len(swept))
 
 
+def test_no_point_to_measure_is_a_report_of_nothing(tmp_path, monkeypatch):
+    """A grid with no bucketing point (the first GPU lease met it after the deadline: IndexError) is one
+    report that measured nothing, as every other claim gives."""
+    def run(name, mine, prepare, plan, **options):
+        return sweep.SweepReport(claim=name, path=tmp_path / "set.csv", measured=len(mine))
+
+    monkeypatch.setattr(sweep, "run", run)
+    (report,) = claim.measure([], device="cuda", min_time=0.1)
+    assert (report.claim, report.measured) == (claim.NAME, 0)
+
+
 # --- real measurements at tiny sizes ---------------------------------------------------------------------------
 
 @pytest.mark.parametrize("kernel", ["torch.padded", "torch.packed"])
