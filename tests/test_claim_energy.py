@@ -230,7 +230,16 @@ def test_a_window_at_idle_power_leaves_its_configuration_unjudged(tmp_path):
     results.append(claim.NAME, GPU.hardware_id, rows, tmp_path)
     (verdict,) = claim.verdicts(results.load(claim.NAME, tmp_path))
     assert verdict.outcome == Outcome.REPRODUCED and "geometric mean of 1 configurations" in verdict.ours_text
-    assert "1 configuration(s) not judged: 1 no idle window, or a window that drew no more" in verdict.ours_text
+    assert "1 configuration(s) not judged: 1 a window drew no more than idle power" in verdict.ours_text
+
+
+def test_a_configuration_without_its_idle_window_says_so(tmp_path):
+    rows = [idle_row(IDLE_W, SMALL), kernel_row("torch.fused", SMALL, watts=FUSED_W),
+            kernel_row("torch.native", SMALL, watts=FUSED_W, step_s=0.06),
+            kernel_row("torch.fused", LARGE, watts=FUSED_W), kernel_row("torch.native", LARGE, watts=FUSED_W)]
+    results.append(claim.NAME, GPU.hardware_id, rows, tmp_path)
+    (verdict,) = claim.verdicts(results.load(claim.NAME, tmp_path))
+    assert "1 configuration(s) not judged: 1 no idle window to subtract" in verdict.ours_text
 
 
 def test_a_gpu_set_without_energy_windows_is_not_measured(tmp_path):

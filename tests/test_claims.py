@@ -243,14 +243,15 @@ def test_a_set_timed_in_one_burst_per_row_gets_no_verdict():
 
 
 def test_the_lease_measures_the_five_judged_claims_within_one_call():
-    """Planned from each claim's seconds per point (a review's figures, not yet a GPU's): the smoke check, first
-    use, the five lease grids and packing fit one call, and the measuring fits the deadline gpu-node.sh leaves it
-    after the check (20 s kept for packing, 15 s more between the deadline and the backstop)."""
+    """Planned from each claim's seconds per point (what the first lease measured, rounded up): the smoke check,
+    first use, the five lease grids and packing fit one call with a quarter of it to spare, and the measuring fits
+    0.7 of the deadline gpu-node.sh leaves it after the check (20 s kept for packing, 15 s more between the
+    deadline and the backstop), so a slower GPU than the H100 they were measured on still finishes them."""
     lease = sum(seconds for _, select, _, seconds in claims.planned(claims.lease_plan(), "cuda") if select == "lease")
     fixed = claims.LEASE_FIXED_S
-    assert sum(fixed.values()) + lease <= claims.LEASE_CALL_S
+    assert sum(fixed.values()) + lease <= 0.75 * claims.LEASE_CALL_S
     deadline = claims.LEASE_CALL_S - fixed["start-up and smoke check, no pytest"] - fixed["packing"] - 15
-    assert fixed["first use of CUDA, cuDNN and Keras"] + lease <= deadline
+    assert fixed["first use of CUDA, cuDNN and Keras"] + lease <= 0.7 * deadline
 
 
 def test_the_lease_keeps_what_the_verdicts_read():

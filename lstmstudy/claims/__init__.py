@@ -41,29 +41,31 @@ if TYPE_CHECKING:  # the claims' analysis runs without torch; only measuring nee
     from lstmstudy.sweep import Deadline, SweepReport
 
 #: the order a GPU node measures them (`--claims gpu-order`), the most telling first, with each one's plan
-#: (`Claim.estimate_s("cuda")`); a claim not named here comes after them, in claim order. It is planned from the CPU
-#: runs and a review of the grids, not yet measured on a GPU; tests/test_claims.py keeps the first five within 16
-#: minutes of measuring, and the whole within 27.
+#: (`Claim.estimate_s("cuda")`); a claim not named here comes after them, in claim order. The seconds per point are
+#: what the first lease measured (an H100 80GB HBM3, 2026-11-26: the rows' `created_at` over each claim's points,
+#: the lease grid and the default one), rounded up; compiles, 07 and masked Keras loops were not reached there and
+#: stay planned. tests/test_claims.py keeps the first five within 16 minutes of measuring, and the whole within 27.
 GPU_ORDER = (
-    "06_energy",                  # 24 x 7.5 s            = 180 s (fp32; 5 interleaved energy windows of >= 1 s)
-    "01_cudnn_fallback",          # 84 x 1.5 s + 2 x 60 s = 246 s (torch.compiled last, one cold compile each)
-    "03_mixed_precision",         # 152 x 1.3 s           = 198 s (44 at DeepBench's training shapes, 18 autocast)
-    "04_frameworks_vs_baseline",  # 132 x 1.3 s           = 172 s (20 of them: raw cuDNN at DeepBench's shapes)
-    "02_cpu_vs_gpu_batch",        # 20 x 6.0 s            = 120 s (each point on the GPU and on its host's CPU)
-    #                               the first five          916 s, 15 minutes
-    "05_bucketing",               # 12 x 12 s             = 144 s (8 layers, whole epochs of real PTB)
-    "07_parallel_training",       # 6 x 5.0 s             =  30 s (one GPU: the 2 one-device points; 4 need >= 2)
-    "kernels",                    # 84 x 1.5 s + 6 x 60 s = 486 s (torch.compiled last)
-)                                 # total                  1576 s, 27 minutes
+    "06_energy",                  # 24 x 8.0 s             = 192 s (fp32; 5 interleaved energy windows of >= 1 s)
+    "01_cudnn_fallback",          # 84 x 0.5 s + 2 x 60 s  = 162 s (torch.compiled last, one cold compile each)
+    "03_mixed_precision",         # 152 x 0.5 s            =  76 s (44 at DeepBench's training shapes, 18 autocast)
+    "04_frameworks_vs_baseline",  # 132 x 0.85 s           = 112 s (20 of them: raw cuDNN at DeepBench's shapes)
+    "02_cpu_vs_gpu_batch",        # 20 x 4.0 s             =  80 s (each point on the GPU and on its host's CPU)
+    #                               the first five           622 s, 10 minutes
+    "05_bucketing",               # 12 x 16 s              = 192 s (8 layers, whole epochs of real PTB)
+    "07_parallel_training",       # 6 x 5.0 s              =  30 s (one GPU: the 2 one-device points; 4 need >= 2)
+    "kernels",                    # 84 x 1.0 s + 6 x 60 s  = 444 s (torch.compiled last)
+)                                 # total                   1288 s, 21 minutes
 #: the claims a 15-minute GPU lease measures first, each on its `Lease` grid (the points its verdict reads), in this
 #: order: 04 last, as its raw baseline (a CUDA graph of cuDNN under the profiler) is the riskiest path, and 02 before
 #: it, as its host-CPU half must finish too. `lstmstudy measure --plan lease` then measures the default grids in
 #: `GPU_ORDER`, compiles and masked Keras loops last (`lease_plan`).
 LEASE_ORDER = ("06_energy", "01_cudnn_fallback", "03_mixed_precision", "02_cpu_vs_gpu_batch",
                "04_frameworks_vs_baseline")
-#: what one lease call spends besides measuring, planned (to be checked on a node): the smoke check without pytest,
-#: the first use of CUDA, cuDNN and Keras in the measuring process, and packing the results
-LEASE_FIXED_S = {"start-up and smoke check, no pytest": 150.0, "first use of CUDA, cuDNN and Keras": 20.0,
+#: what one lease call spends besides measuring: the smoke check without pytest (the first lease: measuring
+#: began about 60 s after the command started, the wheelhouse's install included), the first use of CUDA, cuDNN
+#: and Keras in the measuring process (planned), and what gpu-node.sh keeps for packing
+LEASE_FIXED_S = {"start-up and smoke check, no pytest": 60.0, "first use of CUDA, cuDNN and Keras": 20.0,
                  "packing": 20.0}
 #: the longest one command may run on a lent GPU node (`scripts/gpu-node.sh`'s LSTMSTUDY_CALL_LIMIT by default)
 LEASE_CALL_S = 600

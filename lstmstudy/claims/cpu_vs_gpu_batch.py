@@ -396,7 +396,7 @@ CLAIM = Claim(
     },
     grid=grid, measure=measure, verdicts=verdicts, check=check_parameters, measure_options=("also_cpu",),
     # a GPU run measures every point twice (GPU, then the host's CPU)
-    seconds_per_point={"cpu": 3.5, "cuda": 6.0},
+    seconds_per_point={"cpu": 3.5, "cuda": 4.0},
     # the crossover is decided at the smallest and the largest batch both devices ran (`_decided`); one between
     # them: 12 points on the GPU, 12 on its host's CPU (`also_cpu`)
     lease=Lease(overrides={"batches": [1, 64, 4096]}),

@@ -192,7 +192,7 @@ CLAIM = Claim(
                      blog_model=True, compiled=True),
     },
     grid=grid, measure=measure, verdicts=verdicts, check=check_parameters,
-    seconds_per_point={"cpu": 1.9, "cuda": 1.5}, slow=frozenset(COMPILED),
+    seconds_per_point={"cpu": 1.9, "cuda": 0.5}, slow=frozenset(COMPILED),
     # the verdict reads the headline triggers over their fused kernels at every configuration (40 points); the
     # other triggers, the blog's model and the compiles are context, measured after the lease's five claims
     lease=Lease(overrides={"blog_model": False, "compiled": False},

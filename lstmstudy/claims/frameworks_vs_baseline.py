@@ -627,7 +627,7 @@ CLAIM = Claim(
     defaults={"cpu": dict(hiddens=[128, 256], deepbench_shapes=False, **_COMMON),
               "cuda": dict(hiddens=[128, 512], deepbench_shapes=True, **_COMMON)},
     grid=grid, measure=measure, verdicts=verdicts, check=check_parameters,
-    seconds_per_point={"cpu": 1.4, "cuda": 1.3},
+    seconds_per_point={"cpu": 1.4, "cuda": 0.85},
     # the verdicts read fp32 ratios at every shape: torch.fused over torch.raw, and Mode 1 against Mode 2; Keras's
     # cuDNN over torch.fused only where Keras runs on TensorFlow, never on a GPU node, where it runs on torch
     # (52 points with the profiler's 4); 16 bits, the skip-input baseline and DeepBench's shapes are context
