@@ -147,19 +147,34 @@ def glance(claim: Claim, results: pd.DataFrame, verdicts: Sequence[Verdict], roo
     tested (ours, in a sentence), what was measured on which hardware sets, and each verdict with its evidence
     and the intervals that decided it."""
     sets = hardware_sets(results, claim.name, root)
-    measured = "; ".join(f"`{r.hardware_id}` ({r.evidence}, {r.configurations} configurations, {r.timing}"
+    own = [v for v in verdicts if v.rule == claim.rule] or list(verdicts)
+    measured = "; ".join(f"`{r.hardware_id}` ({_set_label(r.hardware_id, r.evidence, own)}, {r.configurations} "
+                         f"configurations, {r.timing}"
                          f"{', measured with uncommitted changes' if 'uncommitted' in r['measured at'] else ''})"
                          for _, r in sets.iterrows()) or "nothing stored yet"
     if not (sets.evidence == GPU).any():
         measured += ". **No GPU set is stored: the claim itself, about GPUs, is not measured here**"
-    own = [v for v in verdicts if v.rule == claim.rule] or list(verdicts)
     lines = [f"- **What the source says:** {claim.seed_figure}.", f"- **The claim tested:** {claim.statement}.",
-             f"- **Measured here:** {measured}.",
-             "- **Verdicts** (a CPU analogue is never counted as a reproduction):"]
+             f"- **Measured here:** {measured}."]
+    if claim.analogue:
+        lines.append(f"- **On a CPU** (an analogue, never a reproduction): {claim.analogue}.")
+    lines.append("- **Verdicts** (a CPU analogue is never counted as a reproduction):")
     lines += [f"  - `{v.hardware_id}`: **{v.outcome.value}**" if v.outcome == Outcome.NOT_MEASURED else
               f"  - `{v.hardware_id}` ({v.evidence_label}): **{v.outcome.value}**; 95% interval: {v.interval_text}"
               for v in own] or ["  - none: no result set is stored"]
     return "\n".join(lines)
+
+
+def _set_label(hardware_id: str, evidence: str, verdicts: Sequence[Verdict]) -> str:
+    """What a stored set is to the claim: its verdict's evidence ('not measured' where the claim could not be
+    measured on it, whatever rows it holds), the verdict it is paired in (a GPU host's CPU), else its kind."""
+    for verdict in verdicts:
+        if verdict.hardware_id == hardware_id:
+            return verdict.evidence_label
+    for verdict in verdicts:
+        if hardware_id in verdict.hardware_id.split(" vs "):
+            return f"paired in the {verdict.evidence_label} verdict `{verdict.hardware_id}`"
+    return evidence
 
 
 def judge(claim: Claim, results: pd.DataFrame, root: Path | None = None) -> list[Verdict]:

@@ -4,7 +4,7 @@ their confidence intervals, one facet per hardware set, units on every axis."""
 from __future__ import annotations
 
 import textwrap
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 
 import matplotlib.pyplot as plt
 import numpy as np
@@ -73,8 +73,10 @@ def _whiskers(ax: plt.Axes, centres: Sequence[float], lo: Sequence[float], hi: S
 
 def ratio_bars(ratios: pd.DataFrame, x: str, *, hue: str | None = None, col: str = "hardware_id",
                xlabel: str, ylabel: str, seed_band: tuple[float, float] | None = None,
-               seed_label: str = "seed's range", height: float = 3.6, order: Sequence | None = None) -> sns.FacetGrid:
-    """Ratios (e.g. slowdown over the fused kernel) as bars with bootstrap CIs; 1 and the seed's band marked."""
+               seed_label: str = "seed's range", seed_marks: Mapping[float, str] | None = None, height: float = 3.6,
+               order: Sequence | None = None) -> sns.FacetGrid:
+    """Ratios (e.g. slowdown over the fused kernel) as bars with bootstrap CIs; 1, the seed's band and any other
+    seed figure (`seed_marks`, a dashed line each) marked."""
     grid = sns.catplot(ratios, x=x, y="ratio", hue=hue, col=col, kind="bar", errorbar=None, height=height,
                        aspect=1.4, sharey=False, order=order, legend_out=True)
     for ax, (_, facet) in zip(grid.axes.flat, ratios.groupby(col, sort=True)):
@@ -86,6 +88,8 @@ def ratio_bars(ratios: pd.DataFrame, x: str, *, hue: str | None = None, col: str
         ax.axhline(1.0, color="black", linewidth=1)
         if seed_band:
             ax.axhspan(*seed_band, color="tab:orange", alpha=0.15, label=seed_label)
+        for value, label in (seed_marks or {}).items():
+            ax.axhline(value, color="tab:orange", linestyle="--", linewidth=1, label=label)
         for label in ax.get_xticklabels():
             label.set(rotation=30, horizontalalignment="right")
     grid.set_axis_labels(xlabel, ylabel)

@@ -217,7 +217,7 @@ def _timed_rows(hardware_id: str, rounds: list[int]) -> list[dict]:
     for kernel, ms in (("torch.fused", 1.0), ("torch.native", 3.0)):
         samples = [ms / 1e3] * (sum(rounds) or 6)
         out.append({"claim": cudnn_fallback.NAME, "hardware_id": hardware_id, "device_kind": "cpu", "kernel": kernel,
-                    "phase": "inference", "precision": "fp32", "batch": 1, "timesteps": 8, "features": 8,
+                    "phase": "train", "precision": "fp32", "batch": 1, "timesteps": 8, "features": 8,
                     "hidden": 8, "layers": 1, "bidirectional": False, "config": "{}", "status": "ok", "error": "",
                     "samples": samples, "median_s": ms / 1e3, "round_sizes": rounds,
                     "round_seed": 1 if rounds else None,

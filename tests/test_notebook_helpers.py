@@ -57,6 +57,9 @@ def test_a_set_measured_from_a_dirty_tree_says_so(tmp_path):
     box = notebook.glance(claim.CLAIM, data, [verdict("cpu-dirty-2t", Outcome.REPRODUCED),
                                               verdict("cpu-old-2t", Outcome.NOT_MEASURED)], tmp_path)
     assert "- `cpu-old-2t`: **not measured on this hardware**\n" in box + "\n"
+    # rows stored, but the claim could not be measured on the set: no evidence kind for it
+    assert "`cpu-old-2t` (not measured, 1 configurations" in box
+    assert f"- **On a CPU** (an analogue, never a reproduction): {claim.CLAIM.analogue}." in box
     assert "`cpu-dirty-2t` (CPU analogue, 1 configurations, interleaved rounds, measured with uncommitted changes)" \
         in box
     assert "**No GPU set is stored: the claim itself, about GPUs, is not measured here**" in box
@@ -66,6 +69,13 @@ def test_a_set_measured_from_a_dirty_tree_says_so(tmp_path):
     assert set(notebook.hardware_sets(skipped).evidence) == {"not measured"}
     assert set(notebook.hardware_sets(skipped).timing) == {"nothing timed"}
     assert "- **What the source says:** " + claim.SEED_FIGURE in box and "- **The claim tested:** " in box
+
+
+def test_a_gpu_hosts_cpu_set_is_named_by_the_verdict_it_is_paired_in(tmp_path):
+    _store(tmp_path, "cpu-host-16t", False)
+    data = results.load(claim.NAME, tmp_path)
+    box = notebook.glance(claim.CLAIM, data, [verdict("cuda-x vs cpu-host-16t", Outcome.PARTLY)], tmp_path)
+    assert "`cpu-host-16t` (paired in the GPU verdict `cuda-x vs cpu-host-16t`, 1 configurations" in box
 
 
 def test_a_table_without_rows_is_a_sentence_and_a_missing_value_is_words():

@@ -128,6 +128,8 @@ class Claim:
     says: str = ""
     #: what a short GPU lease measures of it first (`LEASE_ORDER`); None for a claim the lease leaves for later
     lease: Lease | None = None
+    #: what its CPU analogue stands in for, and what it cannot show, in a line of MyST: the page's opening box says it
+    analogue: str = ""
 
     @property
     def stem(self) -> str:
