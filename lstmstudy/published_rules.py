@@ -4,15 +4,18 @@ Published evidence is a kind of its own: measured by others, on their GPUs and s
 verdicts carry `hardware_id` `published:<source>/<card>` (`claims.PUBLISHED_PREFIX`), so `Verdict.evidence` is
 "published" and neither `Verdict.counts` nor the ledger's counts ever add them to this study's reproductions.
 
-Where the data fit a claim's rule, the rule's own bands decide: on an interval where the source repeats its
-measurement (Woolf's epochs after the first), on the single figure where it does not (DeepBench, issue
-threads: "point only"). Where the rule cannot decide (one batch size, no framework on the same GPU, a model the
-claim did not name), the verdict is `CONTEXT` and its text says what the data can and cannot show.
+Published evidence is judged only where it measured the mechanism the claim names; where the data fit the rule,
+the rule's own bands decide on the published figure ("point only"): no source repeats its measurement the
+`MIN_REPEATS` times a 95% interval needs (DeepBench and the issue threads publish one figure, Woolf's runs have
+three epochs after the first, whose range is shown and called a range). Where the rule cannot decide (one batch
+size, no framework on the same GPU, a model the claim did not name, a precision path without the casts or the
+16-bit math the claim is about), the verdict is `CONTEXT` and its text says in one line what the data measured and
+what they lack.
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 
 import numpy as np
 import pandas as pd
@@ -23,17 +26,26 @@ from lstmstudy.claims import cudnn_fallback as c01
 from lstmstudy.claims import frameworks_vs_baseline as c04
 from lstmstudy.claims import mixed_precision as c03
 from lstmstudy.claims import parallel_training as c07
-from lstmstudy.rules import PART_WORDS, PUBLISHED_PREFIX, Outcome, Verdict, combine, settle
+from lstmstudy.rules import PUBLISHED_PREFIX, Outcome, Verdict
 from lstmstudy.shapes import LSTMShape
-from lstmstudy.stats import bootstrap_ratio, geomean, one_per_round
+from lstmstudy.stats import geomean
 
 POINT_ONLY = "point only: the source publishes one figure, no repeat to form an interval from"
+#: the fewest repeats of a measurement that can form a 95% interval: a bootstrap over fewer returns little more than
+#: their extreme values
+MIN_REPEATS = 5
 #: DeepBench's phases as the study's: its forward call stands for inference, its total for a training step
 DEEPBENCH_PHASES = {"inference": "forward_ms", "train": "total_ms"}
 _PHASE_WORDS = {"inference": "inference (DeepBench's forward call)", "train": "training (the sheet's total)"}
 #: the low precision of each DeepBench card that has one, and what it is
 DEEPBENCH_LOW = {"V100": ("fp16_mixed", "FP16 inputs, mixed math on Tensor Cores"),
                  "P100": ("pseudo_fp16", "pseudo-FP16: 16-bit inputs, 32-bit math, no Tensor Cores")}
+#: claim 3's mechanisms (casts that cost at small sizes, 16-bit math that pays at large ones) each card's sheet lacks
+_DEEPBENCH_LACKS = {
+    "V100": ("16-bit inputs on Tensor Cores with no cast anywhere",
+             "the casts whose small-size cost part (i) is about, and the rule is never decided on part (ii) alone"),
+    "P100": ("16-bit inputs with 32-bit math", "the casts of part (i) or the 16-bit math that would pay in part (ii)"),
+}
 
 
 def hardware_id(source: str, what: str) -> str:
@@ -71,10 +83,35 @@ def deepbench_speedups() -> pd.DataFrame:
     return pd.DataFrame(rows)
 
 
+def deepbench_range(speedups: pd.DataFrame, card: str, phase: str) -> str:
+    """'1.12-4.69x': the lowest and highest speed-up of one card over DeepBench's shapes in one phase, the one
+    estimator the verdict's text and the published page (`deepbench_glue`) both print."""
+    part = speedups[(speedups.card == card) & (speedups.phase == phase)].speedup
+    return f"{part.min():.2f}-{part.max():.2f}x"
+
+
+def deepbench_glue(speedups: pd.DataFrame) -> dict[str, str]:
+    """What the published page glues: each card's `deepbench_range` per phase it has, by key
+    (`published_v100_inference_range`), so the page prints the ledger's figures and computes none of its own."""
+    pairs = speedups[["card", "phase"]].drop_duplicates().itertuples(index=False)
+    return {f"published_{card.lower()}_{phase}_range": deepbench_range(speedups, card, phase) for card, phase in pairs}
+
+
+def _context(measured: str, lacks: str) -> str:
+    """Why a published figure is context for claim 3, in one line: what it measured, which mechanism it lacks."""
+    return f"context only: it measured {measured}, not {lacks}"
+
+
+_GNMT_CONTEXT = _context("mixed precision, casts included, on one large model at one size",
+                         "the small sizes where the claim puts the casts' cost")
+_P100_THREAD_CONTEXT = _context("FP16 inputs that cuDNN computed in FP32 math (the thread says so), no Tensor Cores",
+                                "the casts of part (i) or the 16-bit math of part (ii)")
+
+
 def _mixed_precision() -> list[Verdict]:
-    """Claim 3's rule on DeepBench's cards with a low precision: parts (i) and (ii) on the inference speed-ups (its
-    forward call) at the shapes with the fewest and the most FLOPs, on the single figures; the training totals,
-    where a sheet has them, beside it."""
+    """DeepBench's cards with a low precision as context for claim 3 (its sheets take 16-bit inputs, so they time no
+    casts): the inference speed-ups (its forward call) at the shapes with the fewest and the most FLOPs and over
+    every shape, the training totals, where a sheet has them, beside them."""
     table, out = deepbench_speedups(), []
     for card, part in table.groupby("card", sort=False):
         ends = {}
@@ -82,37 +119,31 @@ def _mixed_precision() -> list[Verdict]:
             ordered = by_phase.sort_values("flops", kind="stable")
             ends[phase] = (ordered.iloc[0], ordered.iloc[-1])
         s_row, l_row = ends[c03.DECIDING_PHASE]
-        part_i, part_ii = c03.SMALL_PART.decide(s_row.speedup, s_row.speedup), c03.LARGE_PART.decide(l_row.speedup,
-                                                                                                   l_row.speedup)
-        outcome = settle(combine([c03.SMALL_PART.possible(s_row.speedup, s_row.speedup),
-                                  c03.LARGE_PART.possible(l_row.speedup, l_row.speedup)]))
         beside = ""
         if "train" in ends:
             small_t, large_t = ends["train"]
-            beside = (f"; {_PHASE_WORDS['train']}, beside it and not deciding: {small_t.speedup:.2f}x and "
-                      f"{large_t.speedup:.2f}x")
-        deciding = part[part.phase == c03.DECIDING_PHASE]
+            beside = (f"; {_PHASE_WORDS['train']}, beside it: {small_t.speedup:.2f}x and {large_t.speedup:.2f}x, "
+                      f"range {deepbench_range(table, card, 'train')}")
         text = (f"{_PHASE_WORDS[c03.DECIDING_PHASE]}, {part.precision.iloc[0]} ({part.meaning.iloc[0]}) over fp32, "
                 f"{part.gpu.iloc[0]}: {s_row.speedup:.2f}x at the smallest shape (H={s_row.hidden} T={s_row.timesteps} "
                 f"B={s_row.batch}), {l_row.speedup:.2f}x at the largest (H={l_row.hidden} T={l_row.timesteps} "
-                f"B={l_row.batch}); range over its {len(deciding)} shapes {deciding.speedup.min():.2f}-"
-                f"{deciding.speedup.max():.2f}x; part (i) {PART_WORDS[part_i]}, part (ii) {PART_WORDS[part_ii]}"
-                f"{beside}; {POINT_ONLY}; training sheets, cuDNN alone")
+                f"B={l_row.batch}); range over its {(part.phase == c03.DECIDING_PHASE).sum()} shapes "
+                f"{deepbench_range(table, card, c03.DECIDING_PHASE)}{beside}; {POINT_ONLY}; training sheets, cuDNN "
+                f"alone; {_context(*_DEEPBENCH_LACKS[card])}")
         out.append(Verdict(c03.NAME, c03.STATEMENT, hardware_id("deepbench", card), c03.SEED_FIGURE, l_row.speedup,
-                           text, outcome, c03.RULE))
+                           text, Outcome.CONTEXT, c03.RULE))
     return out + _gnmt_amp() + [_p100_thread()]
 
 
 def _gnmt_amp() -> list[Verdict]:
-    """GNMT's mixed precision over FP32/TF32 on one GPU: a whole 8-layer LSTM model at one size, so the rule's
-    small and large ends are not there; context."""
+    """GNMT's mixed precision over FP32/TF32 on one GPU: the casts and the 16-bit math on a whole 8-layer LSTM
+    model at one size, so the rule's small end, where the claim puts the casts' cost, is not there; context."""
     table = published.gnmt_training()
     out = []
     for row in table[table.gpus == 1].itertuples():
         text = (f"GNMT v2 training, {row.framework} ({row.container}), {row.gpu}, 1 GPU, 128 sequences: mixed "
                 f"precision {row.mixed_tok_s:,} against {row.baseline} {row.baseline_tok_s:,} tokens/s, printed "
-                f"speed-up {row.speedup_printed:g}x. One model at one size: it shows whether mixed precision pays on "
-                f"a large LSTM, not the small-size cost the claim is about; {POINT_ONLY}")
+                f"speed-up {row.speedup_printed:g}x; {POINT_ONLY}; {_GNMT_CONTEXT}")
         out.append(Verdict(c03.NAME, c03.STATEMENT, hardware_id(row.source, f"{row.gpu} {row.baseline}"),
                            c03.SEED_FIGURE, float(row.speedup_printed), text, Outcome.CONTEXT, c03.RULE))
     return out
@@ -129,10 +160,12 @@ def p100_thread() -> pd.DataFrame:
 
 
 def _p100_thread() -> Verdict:
+    """pytorch/pytorch#1539 as context for claim 3: FP16 inputs that cuDNN computed in FP32, on a GPU without Tensor
+    Cores, so neither the casts nor the 16-bit math the claim is about."""
     table = p100_thread()
     text = (f"FP32 / FP16 time of one cuDNN LSTM's forward and backward in PyTorch, P100, batch 32-128, cuDNN 6.0: "
-            f"{table.speedup.min():.2f}-{table.speedup.max():.2f}x, FP16 slower at every batch size (cuDNN then used "
-            f"FP32 math for FP16 inputs, the thread explains): no Tensor Cores, no gain at any size; {POINT_ONLY}")
+            f"{table.speedup.min():.2f}-{table.speedup.max():.2f}x, FP16 slower at every batch size; {POINT_ONLY}; "
+            f"{_P100_THREAD_CONTEXT}")
     return Verdict(c03.NAME, c03.STATEMENT, hardware_id("pytorch-1539", "P100"), c03.SEED_FIGURE,
                    geomean(table.speedup), text, Outcome.CONTEXT, c03.RULE)
 
@@ -202,8 +235,18 @@ def woolf_runs() -> pd.DataFrame:
 
 
 def _ratio(slow: list[float], fast: list[float]) -> tuple[float, float, float]:
-    """Median epoch time over median epoch time, each run's epochs resampled on their own (runs apart in time)."""
-    return bootstrap_ratio(one_per_round(slow), one_per_round(fast))
+    """Median epoch time over median epoch time, and the lowest and highest ratio of one run's epoch to the other's:
+    the range of the pairwise ratios, since a run's few epochs form no 95% interval (`MIN_REPEATS`)."""
+    slow_s, fast_s = np.asarray(slow, dtype=float), np.asarray(fast, dtype=float)
+    return (float(np.median(slow_s) / np.median(fast_s)), float(slow_s.min() / fast_s.max()),
+            float(slow_s.max() / fast_s.min()))
+
+
+def _few_repeats(epochs: Iterable[int]) -> str:
+    """The words for a ratio of Woolf's runs, given how many epochs each run has: a point, since its epochs are too
+    few to form a 95% interval (the range beside it is named as the pairwise ratios' where it is printed)."""
+    counts = " or ".join(str(n) for n in sorted(set(epochs)))
+    return f"point only: {counts} epochs per run, too few (under {MIN_REPEATS}) to form a 95% interval"
 
 
 def woolf_fallback() -> pd.DataFrame:
@@ -216,17 +259,26 @@ def woolf_fallback() -> pd.DataFrame:
     ratio, low, high = _ratio(generic.epochs_s, cudnn.epochs_s)
     return pd.DataFrame([{"device": generic.device, "generic_source": generic.source, "generic_s": generic.median_s,
                           "cudnn_source": cudnn.source, "cudnn_s": cudnn.median_s, "slowdown": ratio,
-                          "low": low, "high": high, "epochs": f"{len(generic.epochs_s)} and {len(cudnn.epochs_s)}"}])
+                          "pairwise_min": low, "pairwise_max": high, "generic_epochs_s": generic.epochs_s,
+                          "cudnn_epochs_s": cudnn.epochs_s}])
+
+
+def _seconds(epochs: Sequence[float]) -> str:
+    """A run's epoch times as the text prints them: with three epochs, the points themselves say more than a range."""
+    return ", ".join(f"{s:.1f}" for s in epochs) + " s"
 
 
 def _fallback() -> list[Verdict]:
+    """Woolf's K80 fallback ratio judged on its point (`_few_repeats`), then the issue threads'."""
     row = woolf_fallback().iloc[0]
-    text = (f"{row.slowdown:.2f}x (95% CI {row.low:.2f}-{row.high:.2f}; median epoch, Keras's generic LSTM "
-            f"{row.generic_s:.1f} s over CuDNNLSTM {row.cudnn_s:.1f} s, {row['device']}, IMDb BiLSTM at batch 32, "
-            f"epochs 1-3 of each run). The two runs used two TensorFlow versions (July and November 2017): the ratio "
-            f"mixes the kernel with the version, whose CPU epochs also fell from about 130-160 s to about 80 s")
-    out = [Verdict(c01.NAME, c01.STATEMENT, hardware_id("woolf-2017-07+woolf-2017-11", "K80"), c01.SEED_FIGURE, row.slowdown,
-                   text, c01.BANDS.decide(row.low, row.high), c01.RULE, row.low, row.high)]
+    text = (f"{row.slowdown:.2f}x (median epoch, Keras's generic LSTM {row.generic_s:.1f} s over CuDNNLSTM "
+            f"{row.cudnn_s:.1f} s, {row['device']}, IMDb BiLSTM at batch 32; epochs 1-3 of each run: generic "
+            f"{_seconds(row.generic_epochs_s)}, CuDNNLSTM {_seconds(row.cudnn_epochs_s)}; their pairwise ratios range "
+            f"{row.pairwise_min:.2f}-{row.pairwise_max:.2f}x). The two runs used two TensorFlow versions (July and "
+            f"November 2017): the ratio mixes the kernel with the version, whose CPU epochs also fell from about "
+            f"130-160 s to about 80 s; {_few_repeats(map(len, (row.generic_epochs_s, row.cudnn_epochs_s)))}")
+    out = [Verdict(c01.NAME, c01.STATEMENT, hardware_id("woolf-2017-07+woolf-2017-11", "K80"), c01.SEED_FIGURE,
+                   row.slowdown, text, c01.BANDS.decide(row.slowdown, row.slowdown), c01.RULE)]
     return out + [_thread_fallback(key, slowdown, gpu, said)
                   for key, slowdown, gpu, said in _THREAD_FALLBACKS]
 
@@ -253,7 +305,7 @@ def _thread_fallback(key: str, printed: str, gpu: str, said: str) -> Verdict:
 
 def woolf_cpu_vs_gpu() -> pd.DataFrame:
     """Each GPU run of Woolf's TensorFlow logs against each CPU run of the same month: GPU / CPU median epoch
-    time at batch 32 (above 1: the CPU is faster), with the interval claim 2's rule decides each batch size on."""
+    time at batch 32 (above 1: the CPU is faster, on this point), with the range of the epochs' pairwise ratios."""
     runs = woolf_runs()
     runs = runs[runs.backend == "tensorflow"]
     rows = []
@@ -262,12 +314,12 @@ def woolf_cpu_vs_gpu() -> pd.DataFrame:
         for gpu in part[part.device_kind == "gpu"].itertuples():
             for cpu in cpus.itertuples():
                 ratio, low, high = _ratio(gpu.epochs_s, cpu.epochs_s)
-                faster = "CPU" if low > 1 else "GPU" if high < 1 else "undecided"
+                faster = "CPU" if ratio > 1 else "GPU" if ratio < 1 else "neither"
                 build = f" ({cpu.tensorflow_build} TensorFlow)" if isinstance(cpu.tensorflow_build, str) else ""
                 rows.append({"source": source, "gpu": gpu.device, "lstm_kernel": gpu.lstm_kernel,
                              "cpu": f"{cpu.device}{build}", "batch": gpu.batch, "gpu_s": gpu.median_s,
-                             "cpu_s": cpu.median_s, "gpu_over_cpu": ratio, "low": low, "high": high,
-                             "faster": faster})
+                             "cpu_s": cpu.median_s, "gpu_over_cpu": ratio, "pairwise_min": low,
+                             "pairwise_max": high, "faster": faster, "epochs": (len(gpu.epochs_s), len(cpu.epochs_s))})
     return pd.DataFrame(rows)
 
 
@@ -276,10 +328,11 @@ def _cpu_vs_gpu() -> list[Verdict]:
     for (source, gpu, kernel), part in table.groupby(["source", "gpu", "lstm_kernel"], sort=False):
         sides = sorted(part.faster.unique())
         side = f"the {sides[0]} is faster against every CPU run" if len(sides) == 1 else "mixed: " + ", ".join(sides)
+        repeats = _few_repeats(n for pair in part.epochs for n in pair)
         text = (f"{gpu} ({'CuDNNLSTM' if kernel == 'cudnn' else 'Keras generic LSTM'}) over {len(part)} CPU runs, "
-                f"median epoch GPU/CPU {part.gpu_over_cpu.min():.2f}-{part.gpu_over_cpu.max():.2f} (95% CIs "
-                f"{part.low.min():.2f}-{part.high.max():.2f}) at batch 32: {side}. The logs have one batch size, so "
-                f"they cannot test the crossover the claim states")
+                f"median epoch GPU/CPU {part.gpu_over_cpu.min():.2f}-{part.gpu_over_cpu.max():.2f} (their epochs' "
+                f"pairwise ratios range {part.pairwise_min.min():.2f}-{part.pairwise_max.max():.2f}) at batch 32: "
+                f"{side}; {repeats}. The logs have one batch size, so they cannot test the crossover the claim states")
         out.append(Verdict(c02.NAME, c02.STATEMENT, hardware_id(source, f"{gpu.removeprefix('NVIDIA ')} {kernel}"),
                            c02.SEED_FIGURE, geomean(part.gpu_over_cpu), text, Outcome.CONTEXT,
                            c02.RULE))

@@ -4,6 +4,8 @@ study's and never counted as it."""
 from __future__ import annotations
 
 import json
+import re
+from pathlib import Path
 
 import pandas as pd
 import pytest
@@ -15,6 +17,7 @@ from lstmstudy.claims import mixed_precision as c03
 from lstmstudy.rules import PUBLISHED, Outcome
 
 CLAIMS_WITH_PUBLISHED = ("01", "02", "03", "04", "07")
+ROOT = Path(__file__).resolve().parent.parent
 
 
 @pytest.mark.parametrize("number", CLAIMS_WITH_PUBLISHED)
@@ -31,17 +34,53 @@ def test_claims_without_published_data_have_none():
     assert published_rules.verdicts("05") == published_rules.verdicts("06") == []
 
 
-def test_claim_3_rule_on_deepbench_v100_from_the_hand_read_cells():
+def test_deepbench_v100_keeps_its_hand_read_figures_as_context_for_claim_3():
     """The V100's smallest shape (hidden 512, batch 16, 25 steps) read off the workbook by hand: forward 1.095 ms
-    in FP32 and 0.441 ms in mixed precision: 2.48x on inference, which decides, above the rule's 1.0, so part (i)
-    fails; the training total (2.197 and 1.411 ms: 1.56x) is shown beside it; the largest shape's speed-up is far
-    above 1.10, so part (ii) holds: partly, point only."""
+    in FP32 and 0.441 ms in mixed precision, 2.48x on inference; the training total (2.197 and 1.411 ms: 1.56x)
+    beside it. The sheet feeds FP16 inputs to the Tensor Cores, with no cast anywhere: it cannot show the casts'
+    cost of part (i), so the claim's rule does not decide on it."""
     v100 = next(v for v in published_rules.verdicts("03") if v.hardware_id == "published:deepbench/V100")
     small, small_train = 1.095 / 0.441, 2.197 / 1.411
     assert f"{small:.2f}x at the smallest shape (H=512 T=25 B=16)" in v100.ours_text
-    assert f"beside it and not deciding: {small_train:.2f}x" in v100.ours_text
-    assert small > c03.SMALL_MAX and v100.ours > c03.LARGE_MIN
-    assert v100.outcome == Outcome.PARTLY and v100.low is None and "point only" in v100.ours_text
+    assert f"training (the sheet's total), beside it: {small_train:.2f}x" in v100.ours_text
+    assert v100.ours > c03.LARGE_MIN and v100.low is None and "point only" in v100.ours_text
+    assert v100.outcome == Outcome.CONTEXT and "no cast anywhere" in v100.ours_text
+    assert "part (i) fails" not in v100.ours_text and "part (ii) holds" not in v100.ours_text
+
+
+def test_claim_3_published_evidence_without_the_claims_mechanism_is_context_with_its_reason_in_one_line():
+    """No published source measured the casts at small sizes beside the 16-bit math at large ones: DeepBench's sheets
+    and the P100 thread take 16-bit inputs (no casts; the P100s have no Tensor Cores), GNMT casts on one large model.
+    Each keeps its figure and says in one line what it measured and what it lacks."""
+    found = {v.hardware_id.removeprefix("published:"): v for v in published_rules.verdicts("03")}
+    assert {"deepbench/V100", "deepbench/P100", "pytorch-1539/P100"} <= set(found)
+    assert any(key.startswith("gnmt-") for key in found)
+    for key, verdict in found.items():
+        assert verdict.outcome == Outcome.CONTEXT, key
+        assert verdict.ours is not None and verdict.ours_text.count("context only: it measured ") == 1, key
+        assert "\n" not in verdict.ours_text and "part (i) fails" not in verdict.ours_text, key
+    assert "32-bit math" in found["deepbench/P100"].ours_text.split("context only:")[1]
+    assert "casts included" in next(v for k, v in found.items() if k.startswith("gnmt-")).ours_text
+
+
+def test_the_v100_range_is_one_figure_the_verdict_and_the_page_share():
+    """DeepBench's V100 speed-up over its shapes: the forward calls (1.12-4.69x) are the figure; the training totals
+    (1.07-5.22x) a separate one, named so; never the two pooled (1.07-5.22x read as one range)."""
+    speedups = published_rules.deepbench_speedups()
+    glued = published_rules.deepbench_glue(speedups)
+    assert glued == {"published_v100_inference_range": "1.12-4.69x", "published_v100_train_range": "1.07-5.22x",
+                     "published_p100_inference_range": "0.45-1.42x"}
+    v100 = next(v for v in published_rules.verdicts("03") if v.hardware_id == "published:deepbench/V100")
+    assert "range over its 22 shapes 1.12-4.69x" in v100.ours_text and "range 1.07-5.22x" in v100.ours_text
+
+
+def test_the_published_page_glues_the_ranges_it_prints_and_computes_none():
+    page = json.loads((ROOT / "book" / "published.ipynb").read_text(encoding="utf-8"))
+    prose = "".join("".join(c["source"]) for c in page["cells"] if c["cell_type"] == "markdown")
+    code = "".join("".join(c["source"]) for c in page["cells"] if c["cell_type"] == "code")
+    keys = set(re.findall(r"\{glue:text\}`(published_[a-z0-9_]+)`", prose))
+    assert keys == set(published_rules.deepbench_glue(published_rules.deepbench_speedups()))
+    assert "published_rules.deepbench_glue(" in code and "speedup.min()" not in code and "speedup.max()" not in code
 
 
 def test_the_p100_pseudo_fp16_sheet_is_judged_on_its_forward_calls_only():
@@ -51,17 +90,36 @@ def test_the_p100_pseudo_fp16_sheet_is_judged_on_its_forward_calls_only():
     assert len(speedups[(speedups.card == "V100") & (speedups.phase == "train")]) == 22
 
 
-def test_woolf_fallback_decides_on_an_interval_over_epochs_and_names_the_version_change():
+def test_woolf_fallback_is_a_point_shown_with_its_epochs_and_names_the_version_change():
+    """Three epochs per run form no 95% interval: the ratio of medians is judged as a point, the epochs are shown,
+    and their pairwise ratios (283.6-329.1 s over 42.5-42.8 s: 6.63-7.74x) are called a range."""
     row = published_rules.woolf_fallback().iloc[0]
-    assert row.low < row.slowdown < row.high and row.epochs == "3 and 3"
+    assert [len(row.generic_epochs_s), len(row.cudnn_epochs_s)] == [3, 3] < [published_rules.MIN_REPEATS] * 2
+    assert row.pairwise_min < row.slowdown < row.pairwise_max
+    assert (round(row.pairwise_min, 2), round(row.pairwise_max, 2)) == (6.63, 7.74)
     verdict = published_rules.verdicts("01")[0]
-    assert verdict.outcome == c01.BANDS.decide(row.low, row.high) == Outcome.EXCEEDS
+    assert verdict.outcome == c01.BANDS.decide(row.slowdown, row.slowdown) and verdict.low is verdict.high is None
+    assert "95% CI" not in verdict.ours_text and "pairwise ratios range 6.63-7.74x" in verdict.ours_text
+    assert "generic 283.6, 293.3, 329.1 s" in verdict.ours_text
+    assert "point only: 3 epochs per run, too few (under 5) to form a 95% interval" in verdict.ours_text
     assert "two TensorFlow versions" in verdict.ours_text
+
+
+def test_no_published_figure_is_called_a_95_percent_interval():
+    """No published source repeats its measurement the `MIN_REPEATS` times a 95% interval needs (Woolf's runs have
+    3 epochs after the first): every published verdict is a point, says so, and names no 95% CI."""
+    assert published_rules.woolf_runs().epochs_s.map(len).max() < published_rules.MIN_REPEATS
+    for number in CLAIMS_WITH_PUBLISHED:
+        for verdict in published_rules.verdicts(number):
+            assert verdict.low is None and verdict.high is None, verdict.hardware_id
+            assert "point only" in verdict.ours_text and "95% CI" not in verdict.ours_text, verdict.hardware_id
+        assert set(published_rules.table(number)["95% interval"]) == {"none (point only)"}
 
 
 def test_an_issue_thread_figure_is_quoted_and_judged_on_its_point():
     thread = next(v for v in published_rules.verdicts("01") if v.hardware_id.startswith("published:keras-8135/"))
-    assert thread.ours == 7.8 and '"factor of 7.8"' in thread.ours_text and thread.outcome == Outcome.EXCEEDS
+    assert thread.ours == 7.8 and '"factor of 7.8"' in thread.ours_text
+    assert thread.outcome == c01.BANDS.decide(7.8, 7.8) and thread.low is None and "point only" in thread.ours_text
 
 
 def test_one_batch_size_cannot_test_the_crossover():
@@ -69,8 +127,17 @@ def test_one_batch_size_cannot_test_the_crossover():
     assert set(table.batch) == {32}
     generic = table[table.lstm_kernel == "generic"]
     assert (generic.faster == "CPU").all() and (table[table.lstm_kernel == "cudnn"].faster == "GPU").all()
+    assert ((table.gpu_over_cpu > 1) == (table.faster == "CPU")).all()  # the side on the point, not an interval
     for verdict in published_rules.verdicts("02"):
         assert verdict.outcome == Outcome.CONTEXT and "crossover" in verdict.ours_text
+
+
+def test_woolf_cpu_vs_gpu_rows_say_once_what_their_numbers_are():
+    """The K80's generic LSTM against 8 CPU runs: ratios of medians 1.88-2.30, their epochs' pairwise ratios 1.80-2.59
+    (once printed as "95% CIs" beside an interval column reading "none (point only)")."""
+    k80 = next(v for v in published_rules.verdicts("02") if v.hardware_id == "published:woolf-2017-07/K80 generic")
+    assert "median epoch GPU/CPU 1.88-2.30 (their epochs' pairwise ratios range 1.80-2.59)" in k80.ours_text
+    assert "point only: 3 epochs per run" in k80.ours_text and "95% CI" not in k80.ours_text
 
 
 @pytest.mark.parametrize("number", ("04", "07"))
@@ -142,7 +209,7 @@ def test_the_conclusions_say_what_the_published_sources_show(ledger_table):
 def test_a_page_glues_the_published_rows_it_shows():
     glued = notebook.published_glue("03")
     assert glued["c03_published_count"] == str(len(published_rules.verdicts("03")))
-    assert "deepbench/V100: partly" in glued["c03_published"]
+    assert "deepbench/V100: context only" in glued["c03_published"]
 
 
 def test_cited_json_names_each_source_once():
