@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import re
 from collections.abc import Sequence
+from html import escape
 from pathlib import Path
 
 import pandas as pd
@@ -22,11 +23,13 @@ from lstmstudy.toc import TOC, claim_pages
 ROOT = Path(__file__).resolve().parent.parent
 
 COLUMNS = ["claim", "statement", "source", "citations", "seed figure", "hardware", "evidence", "our figure",
-           "verdict", "timing", "rule", "page"]
+           "verdict", "timing", "rule", "page", "brief", "ours", "low", "high", "parts"]
 #: the outcomes of a measured verdict, in the order the conclusions name them
 _PHRASES = {Outcome.REPRODUCED.value: "reproduced", Outcome.EXCEEDS.value: "exceeds the seed",
             Outcome.PARTLY.value: "partly reproduced", Outcome.NOT_REPRODUCED.value: "not reproduced",
-            Outcome.INCONCLUSIVE.value: "inconclusive"}
+            Outcome.INCONCLUSIVE.value: "inconclusive",
+            Outcome.HOLDS.value: "holds (the study's own hypothesis)",
+            Outcome.DOES_NOT_HOLD.value: "does not hold (the study's own hypothesis)"}
 #: the outcomes that carry no verdict: nothing measurable, or a measurement whose noise was not assessed
 _NO_VERDICT = (Outcome.NOT_MEASURED.value, Outcome.NOT_ASSESSED.value)
 
@@ -53,7 +56,7 @@ def table(root: Path | None = None, *, claims: Sequence[Claim] | None = None, to
         verdicts = claim.judge(frame)
         if not verdicts:
             rows.append({**base, "hardware": "", "evidence": "", "our figure": "no stored result set",
-                         "verdict": Outcome.NOT_MEASURED.value, "timing": ""})
+                         "verdict": Outcome.NOT_MEASURED.value, "timing": "", "brief": "", "parts": []})
         # one block per statement judged (the claim's own first), each block's sets in order, then the published
         verdicts = verdicts + [v for v in published_rules.verdicts(number) if v.claim == claim.name]
         rules = list(dict.fromkeys([claim.rule, *(v.rule for v in verdicts)]))
@@ -63,7 +66,12 @@ def table(root: Path | None = None, *, claims: Sequence[Claim] | None = None, to
                          "seed figure": claim.seed_figure if own else v.seed_figure, "rule": v.rule,
                          "hardware": v.hardware_id, "evidence": v.evidence_label, "our figure": v.ours_text,
                          "verdict": v.outcome.value,
-                         "timing": "" if v.evidence == PUBLISHED else noise(frame[frame.hardware_id == v.hardware_id])})
+                         "timing": "" if v.evidence == PUBLISHED else noise(frame[frame.hardware_id == v.hardware_id]),
+                         # context decides nothing: its figure is not the rule's, so it gets no rule's words
+                         "brief": claim.figure_words.format(v.brief) if v.brief and v.outcome != Outcome.CONTEXT
+                         else "", "ours": v.ours,
+                         "low": v.low, "high": v.high,
+                         "parts": [list(part) for part in v.parts]})
     return pd.DataFrame(rows, columns=COLUMNS)
 
 
@@ -95,16 +103,85 @@ def _cites(keys: str) -> str:
     return f" {{cite:p}}`{keys.replace(' ', '')}`" if keys else ""
 
 
+#: the landing table's columns after the source's words: what each glues from the conclusions (`landing_cells`)
+LANDING = {"gpu": "measured here on GPUs", "cpu": "CPU analogue here (not counted)",
+           "others": "others on their GPUs (not counted)"}
+
+
 def claims_table(claims: Sequence[Claim] | None = None) -> str:
-    """The landing page's table of claims (`toc.CLAIMS_TABLE`), in claim order: each one's number, what its sources
-    say (`Claim.says`), its page, and the conclusions' summary of what others published on it."""
-    rows = [f"| {int(c.number)} | {c.says} | {{doc}}`claims/{c.stem}` | "
-            f"{{glue:text}}`conclusions.ipynb::conclusions_published_{c.number}:s` |"
+    """The landing page's table of claims (`toc.CLAIMS_TABLE`), in claim order: each one's number linked to its
+    page, what its sources say (`Claim.says`), and what was found, glued from the conclusions (`landing_cells`,
+    HTML: the only rich text myst-nb pastes from another page): on this study's GPUs, on its CPUs, and by others
+    on theirs."""
+    def cells(number: str) -> str:
+        return " | ".join(f"{{glue}}`conclusions.ipynb::landing_{key}_{number}`" for key in LANDING)
+
+    rows = [f"| {{doc}}`{int(c.number)} <claims/{c.stem}>` | {c.says} | {cells(c.number)} |"
             for c in (claims if claims is not None else registry(judged_only=True))]
     return "\n".join(["% written by `lstmstudy reproduce` from each claim's `says` (lstmstudy.ledger.claims_table): "
                       "edit those, not this file",
-                      "| claim | the source says | page | published by others (not counted; {doc}`published`) |",
-                      "| --- | --- | --- | --- |", *rows]) + "\n"
+                      f"| claim | the source says | {' | '.join(LANDING.values())} |",
+                      "| --- | --- | --- | --- | --- |", *rows]) + "\n"
+
+
+def short_set(hardware: str) -> str:
+    """A set's id without its fingerprint's hash, for a narrow table: 'cuda-h100-80gb-hbm3-2a1d35' ->
+    'cuda-h100-80gb-hbm3'; a pair keeps both sides."""
+    return " vs ".join(re.sub(r"-[0-9a-f]{6}$", "", name) for name in hardware.split(" vs "))
+
+
+def _set_cell(rows: pd.DataFrame, *, bold: bool) -> str:
+    """One landing cell, as HTML: each measured set's verdict and figure, the rest counted in words."""
+    measured = rows[~rows["verdict"].isin(_NO_VERDICT)]
+    parts = [f"<code>{escape(short_set(r.hardware))}</code>: "
+             + (f"<strong>{escape(r.verdict)}</strong>" if bold else escape(r.verdict))
+             + (f", {escape(r.brief)}" if r.brief else "") for r in measured.itertuples()]
+    for outcome, words in ((Outcome.NOT_ASSESSED.value, "no verdict (noise not assessed)"),
+                           (Outcome.NOT_MEASURED.value, "not measurable")):
+        n = int((rows["verdict"] == outcome).sum())
+        if n:
+            parts.append(f"{words} on {n} set{'s' if n > 1 else ''}")
+    return "; ".join(parts)
+
+
+def landing_cells(ledger: pd.DataFrame, number: str) -> dict[str, str]:
+    """A claim's row of the landing table, as HTML per column of `LANDING`: its own statement's verdicts on this
+    study's GPU sets and CPU sets, each with its figure and interval (`Verdict.brief`), and what others
+    published on their GPUs, each GPU and source named ({doc}`published` cites them)."""
+    rows = ledger[ledger["claim"] == number]
+    rows = rows[rows["rule"] == rows["rule"].iloc[0]]  # the claim's own statement, not a second one it judges
+    ours = rows[rows["evidence"] != PUBLISHED]
+    others = rows[rows["evidence"] == PUBLISHED]
+    source, card = (others["hardware"].str.removeprefix(PUBLISHED_PREFIX).str.split("/", n=1).str[i] for i in (0, 1))
+    judged = others["verdict"] != Outcome.CONTEXT.value
+    listed = [f"{escape(c)} ({escape(s)}): <em>{escape(v)}</em>" + (f", {escape(b)}" if b else "")
+              for c, s, v, b in zip(card[judged], source[judged], others["verdict"][judged], others["brief"][judged])]
+    if not judged.all():  # context decides nothing: its GPUs in a line, each source on the published page
+        listed.append(f"<em>{Outcome.CONTEXT.value}</em>: {escape(', '.join(dict.fromkeys(card[~judged])))}")
+    return {"gpu": _set_cell(ours[ours["hardware"].str.startswith("cuda-")], bold=True) or "none stored",
+            "cpu": _set_cell(ours[ours["hardware"].str.startswith("cpu-")], bold=False) or "none stored",
+            "others": "; ".join(listed) or "none"}
+
+
+def chart_data(ledger: pd.DataFrame, claims: Sequence[Claim] | None = None
+               ) -> tuple[pd.DataFrame, dict[str, str], dict[str, tuple[float, float]]]:
+    """What the landing figure (`plots.verdict_chart`) draws: the verdicts of each claim's own statement that carry
+    a figure (no context, nothing unmeasured), the row label of each claim whose rule decides on a ratio or on
+    parts, and the region each one's bands call reproduced."""
+    rows = ledger[~ledger["verdict"].isin([*_NO_VERDICT, Outcome.CONTEXT.value])]
+    rows = rows[rows.groupby("claim")["rule"].transform(lambda r: r == ledger.loc[ledger["claim"] == r.name,
+                                                                                    "rule"].iloc[0])]
+    rows = rows[rows["ours"].notna() | rows["parts"].map(bool)]
+    labels, bands = {}, {}
+    for claim in claims if claims is not None else registry(judged_only=True):
+        mine = rows[rows["claim"] == claim.number]
+        if mine.empty or not (claim.bands or mine["parts"].map(bool).any()):
+            continue
+        labels[claim.number] = f"{int(claim.number)}: {claim.figure_words.format('').strip(' ,=')}"
+        if claim.bands:
+            bands[claim.number] = claim.bands.span(
+                Outcome.HOLDS if Outcome.HOLDS in claim.bands.outcomes else Outcome.REPRODUCED)
+    return rows[rows["claim"].isin(labels)], labels, bands
 
 
 def published_label(hardware: str) -> str:
@@ -169,6 +246,8 @@ def counts(ledger: pd.DataFrame) -> dict[str, int]:
             "partly": int(gpu.get(Outcome.PARTLY.value, 0)),
             "not_reproduced": int(gpu.get(Outcome.NOT_REPRODUCED.value, 0)),
             "inconclusive": int(gpu.get(Outcome.INCONCLUSIVE.value, 0)),
+            "holds": int(gpu.get(Outcome.HOLDS.value, 0)),
+            "does_not_hold": int(gpu.get(Outcome.DOES_NOT_HOLD.value, 0)),
             "cpu_analogues": int((measured["evidence"] == CPU_ANALOGUE).sum()),
             "not_measured": int((ledger["verdict"] == Outcome.NOT_MEASURED.value).sum()),
             "not_assessed": int((ledger["verdict"] == Outcome.NOT_ASSESSED.value).sum()),
@@ -243,17 +322,6 @@ def _outcomes(rows: pd.DataFrame, *, bold: bool) -> str:
     return ", and ".join(parts)
 
 
-def published_summary(ledger: pd.DataFrame, number: str) -> str:
-    """One claim's published evidence in a few words, for the landing page: how many sources, and their outcomes
-    ('3 sources: exceeds the seed (3)'), or 'none'."""
-    rows = ledger[(ledger["claim"] == number) & (ledger["evidence"] == PUBLISHED)]
-    if rows.empty:
-        return "none"
-    outcomes = rows["verdict"].value_counts()
-    return (f"{len(_sources(rows))} source(s): "
-            + ", ".join(f"{outcome} ({n})" for outcome, n in outcomes.sort_index().items()))
-
-
 def data_sources(ledger: pd.DataFrame) -> str:
     """Which result sets the verdicts rest on, in plain text (the landing page pastes it from the conclusions)."""
     sets = result_sets(ledger)
@@ -274,7 +342,9 @@ def conclusions(ledger: pd.DataFrame) -> str:
     else:
         paragraphs.append(f"Of the {n['gpu_verdicts']} verdicts on GPU sets: {n['reproduced']} reproduced, "
                           f"{n['exceeds']} above the seed's range, {n['partly']} partly reproduced, "
-                          f"{n['not_reproduced']} not reproduced and {n['inconclusive']} inconclusive.")
+                          f"{n['not_reproduced']} not reproduced and {n['inconclusive']} inconclusive; on the "
+                          f"study's own hypotheses, which no seed makes and no count of reproductions includes: "
+                          f"{n['holds']} hold, {n['does_not_hold']} do not.")
     paragraphs.append(f"The CPU sets give {n['cpu_analogues']} verdicts on CPU analogues; {n['not_measured']} "
                       f"verdicts could not be measured on the hardware at hand, and {n['not_assessed']} give no "
                       f"verdict because their set was timed in one burst per row, before interleaved rounds "

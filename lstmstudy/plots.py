@@ -480,3 +480,47 @@ def published_speedups(table: pd.DataFrame, *, bands: tuple[float, float]) -> sn
         ax.set_title(textwrap.fill(ax.get_title().removeprefix("panel = "), 44), fontsize=10)
     grid.set_axis_labels("FLOPs of one call", "fp32 time / low-precision time (x)")
     return grid
+
+
+#: the landing figure's mark per kind of evidence: (vertical offset in its claim's row, marker, face colour)
+_EVIDENCE_MARKS = {"GPU": (0.25, "o", "black"), "CPU analogue": (0.0, "s", "none"), "published": (-0.25, "^", "grey")}
+
+
+def verdict_chart(rows: pd.DataFrame, labels: Mapping[str, str],
+                  bands: Mapping[str, tuple[float, float]]) -> plt.Figure:
+    """Each claim's figures on one log axis, a row per claim (`labels`: claim number -> row label): one mark per
+    set and kind of evidence (`rows`: the ledger's rows with a figure), its 95% interval as a whisker, and the
+    region its rule calls reproduced (`bands`) shaded. A rule deciding on parts shows each part's interval,
+    marked at its middle (named on the GPU's marks)."""
+    fig, ax = plt.subplots(figsize=(9, 0.9 * len(labels) + 1.2))
+    order = {number: i for i, number in enumerate(reversed(list(labels)))}
+    for number, (low, high) in bands.items():
+        ax.fill_between([low, min(high, 1e3)], order[number] - 0.42, order[number] + 0.42, color="tab:orange",
+                        alpha=0.2, linewidth=0)
+    for evidence, (offset, marker, face) in _EVIDENCE_MARKS.items():
+        mine = rows[rows["evidence"] == evidence]
+        for number, sets in mine.groupby("claim"):
+            for k, row in enumerate(sets.itertuples()):
+                y = order[number] + offset + 0.06 * (k - (len(sets) - 1) / 2)
+                marks = [(name, lo, hi, (lo * hi) ** 0.5) for name, lo, hi in row.parts] or \
+                    [("", row.low, row.high, row.ours)]
+                for name, lo, hi, x in marks:
+                    if lo is not None and not pd.isna(lo):
+                        ax.plot([lo, hi], [y, y], color="black", linewidth=1)
+                    ax.plot([x], [y], marker=marker, markerfacecolor=face, color="black", linestyle="none")
+                    if name and len(row.parts) > 1 and evidence == "GPU":  # the other kinds' parts lie beside
+                        ax.annotate(name, (x, y), textcoords="offset points", xytext=(4, 3), fontsize=7)
+    ax.set_xscale("log")
+    ax.axvline(1.0, color="black", linewidth=0.8)
+    ax.set_yticks(range(len(labels)), [labels[n] for n in reversed(list(labels))])
+    ax.set_ylim(-0.6, len(labels) - 0.4)
+    ax.set_xlabel("each claim's figure (a ratio, log scale); shaded: what its rule calls reproduced (6: holds)",
+                  loc="left")
+    handles = [plt.Line2D([], [], marker=m, markerfacecolor=f, color="black", linestyle="none", label=e)
+               for e, (_, m, f) in _EVIDENCE_MARKS.items()]
+    ax.legend(handles=handles, loc="upper center", bbox_to_anchor=(0.5, -0.18), ncol=3, frameon=False)
+    gpus = sorted({h for h in rows.loc[rows["evidence"] == "GPU", "hardware"]})
+    ax.set_title("GPU: " + (", ".join(hardware_label(h) for h in gpus) if gpus else "none stored")
+                 + f"; CPU analogues: {rows.loc[rows['evidence'] == 'CPU analogue', 'hardware'].nunique()} sets")
+    fig.tight_layout()
+    return fig

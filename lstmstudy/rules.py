@@ -27,6 +27,10 @@ class Outcome(str, Enum):
     NOT_MEASURED = "not measured on this hardware"
     CONTEXT = "context only"  # published data the rule cannot decide on (one batch size, no framework figure)
     NOT_ASSESSED = "no verdict: noise not assessed"  # a set timed in one burst per row, before interleaved rounds
+    #: a hypothesis of this study's own, which no seed makes (claim 6): it holds or not, never "reproduced", and no
+    #: count of reproductions includes it
+    HOLDS = "holds"
+    DOES_NOT_HOLD = "does not hold"
 
 
 #: every seed's claim is about GPUs: a verdict on a CPU set tests the claim's CPU analogue, never the claim;
@@ -71,8 +75,10 @@ class Verdict:
 
     @property
     def counts(self) -> bool:
-        """Whether this verdict counts as evidence for or against the seed's (GPU) claim."""
-        return self.evidence == GPU and self.outcome not in (Outcome.NOT_MEASURED, Outcome.NOT_ASSESSED)
+        """Whether this verdict counts as evidence for or against the seed's (GPU) claim: a hypothesis of the study's
+        own has no seed."""
+        return self.evidence == GPU and self.outcome not in (Outcome.NOT_MEASURED, Outcome.NOT_ASSESSED, Outcome.HOLDS,
+                                                             Outcome.DOES_NOT_HOLD)
 
     @property
     def interval_text(self) -> str:
@@ -83,6 +89,16 @@ class Verdict:
         if self.low is not None:
             return f"{self.low:.3g}-{self.high:.3g}"
         return "none (point rule)" if self.ours is not None else "none"
+
+    @property
+    def brief(self) -> str:
+        """The figure in a few characters, for the landing table: '9.54 (6.51-14.2)', each part's interval, or the
+        point alone; '' where nothing was measured."""
+        if self.parts:
+            return self.interval_text
+        if self.ours is None:
+            return ""
+        return f"{self.ours:.3g} ({self.low:.3g}-{self.high:.3g})" if self.low is not None else f"{self.ours:.3g}"
 
     def as_dict(self) -> dict:
         return {**asdict(self), "outcome": self.outcome.value, "evidence": self.evidence}
@@ -142,6 +158,12 @@ class Bands:
 
     def decide(self, low: float | None, high: float | None) -> Outcome:
         return settle(self.possible(low, high))
+
+    def span(self, outcome: Outcome) -> tuple[float, float]:
+        """The first region the rule gives `outcome`, as (low, high) edges (0 or inf at the ends): a plot's band."""
+        i = self.outcomes.index(outcome)
+        edges = (0.0, *self.edges, float("inf"))
+        return edges[i], edges[i + 1]
 
 
 #: the outcomes a result's interval still allows (one when the data decide it)

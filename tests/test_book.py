@@ -97,3 +97,20 @@ def test_code_lines_wrap_instead_of_being_cut_off(built_book):
     page = (built_book.html / "book" / "claims" / "01_cudnn_fallback.html").read_text()
     assert "_static/lstmstudy.css" in page
     assert "pre-wrap" in (built_book.html / "_static" / "lstmstudy.css").read_text()
+
+
+def test_the_landing_page_shows_the_verdicts_in_a_figure_and_a_table(built_book, ledger_table):
+    """The one-minute answer: the landing figure (an image glued from the conclusions) and, per claim, what was
+    found on this study's GPUs and CPUs and by others, as the ledger computes it."""
+    import html
+    import re
+
+    from lstmstudy import ledger
+
+    built_book.check()
+    page = (built_book.html / "book" / "intro.html").read_text()
+    text = "".join(Page.parse(page).visible_text.split())  # the parser spaces out inline tags: compare unspaced
+    for number in sorted(set(ledger_table["claim"])):
+        for key, cell in ledger.landing_cells(ledger_table, number).items():
+            assert "".join(html.unescape(re.sub(r"<[^>]+>", "", cell)).split()) in text, (number, key)
+    assert re.search(r"<img [^>]*src=\"[^\"]+\.png\"", page), "the landing figure is missing"

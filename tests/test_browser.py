@@ -38,7 +38,8 @@ pytestmark = pytest.mark.slow
 FLAGS = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",
          "--disable-background-networking", "--disable-component-update", "--disable-sync",
          "--disable-dev-shm-usage", "--hide-scrollbars"]
-SCREENSHOTS = {"ledger": "book/ledger.html", "claim-01": "book/claims/01_cudnn_fallback.html"}
+SCREENSHOTS = {"landing": "book/intro.html", "ledger": "book/ledger.html",
+               "claim-01": "book/claims/01_cudnn_fallback.html"}
 IGNORED_REQUESTS = {"/favicon.ico"}  # asked for by the browser itself, not by a page
 
 

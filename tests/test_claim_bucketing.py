@@ -3,7 +3,10 @@ worked example as a check, and real measurements at tiny sizes (the quick path, 
 
 from __future__ import annotations
 
+import json
+import re
 from dataclasses import replace
+from pathlib import Path
 
 import numpy as np
 import pytest
@@ -13,7 +16,7 @@ from lstmstudy import contract, data, kernels, results, sweep
 from lstmstudy.claims import bucketing as claim
 from lstmstudy.errors import ParameterError
 from lstmstudy.hardware import Fingerprint
-from lstmstudy.rules import Outcome
+from lstmstudy.rules import ONE_BURST_WORDS, Outcome
 from lstmstudy.timing import Measurement
 from tests.measuring import QUICK, measure_one
 
@@ -27,6 +30,9 @@ SYNTHETIC = dict(batch_size=8, corpus=400, sample_batches=3, **MODEL)
 #: the real valid split, every batch of an epoch timed (14 batches of 256)
 REAL = dict(batch_size=256, corpus="ptb-valid", sample_batches="all", **MODEL)
 SPREAD = (-1.0, -0.5, 0.0, 0.5, 1.0)
+PAGE = Path(__file__).resolve().parent.parent / "book" / "claims" / f"{claim.CLAIM.stem}.ipynb"
+#: the samples in two rounds, as interleaved timing stores them (a row of one round is a burst: no reading)
+ROUNDS = (2, 3)
 
 
 def _points(sizes: dict, kernels=claim.KERNELS, kind: str = "cpu"):
@@ -34,8 +40,10 @@ def _points(sizes: dict, kernels=claim.KERNELS, kind: str = "cpu"):
     return claim.grid(kind=kind, quick=False, **claim.CLAIM.parameters(kind, **sizes, kernels=list(kernels)))
 
 
-def _store(root, fp, per_batch_s: dict[tuple[str, str], float], sizes: dict = SYNTHETIC, spread: float = 0.01):
-    """One stored row per (kernel, plan): every timed call takes per-batch seconds x the batches it trains."""
+def _store(root, fp, per_batch_s: dict[tuple[str, str], float], sizes: dict = SYNTHETIC, spread: float = 0.01,
+           rounds: tuple[int, ...] = ()):
+    """One stored row per (kernel, plan): every timed call takes per-batch seconds x the batches it trains, in
+    `rounds` (none: one burst per row)."""
     device = torch.device(fp.device_kind)
     rows = []
     for point in _points(sizes):
@@ -44,7 +52,8 @@ def _store(root, fp, per_batch_s: dict[tuple[str, str], float], sizes: dict = SY
             continue
         call = per_batch_s[key] * point.config["sample_batches"]
         samples = tuple(call * (1 + spread * d) for d in SPREAD)
-        outcome = contract.PointResult(measurement=Measurement(samples=samples, warmup=1, threads=2, sync="none"))
+        outcome = contract.PointResult(measurement=Measurement(samples=samples, warmup=1, threads=2, sync="none",
+                                                                   round_sizes=rounds))
         rows.append(sweep.make_row(claim.NAME, point, device, fp, outcome=outcome))
     results.append(claim.NAME, fp.hardware_id, rows, root)
 
@@ -59,6 +68,12 @@ def _epochs(per_batch_s: float, auto_s: float, global_s: float = 2.0, kernel: st
 
 def _real_plans():
     return data.plans(REAL["corpus"], REAL["batch_size"])
+
+
+def work_ratio() -> float:
+    """Per-batch padding's padded steps over auto buckets' on the real corpus: the speed-up time / work = 1 gives."""
+    plan_set = _real_plans()
+    return plan_set[claim.PER_BATCH].padded_steps / plan_set[claim.AUTO].padded_steps
 
 
 def _speedup_for(ratio: float) -> float:
@@ -157,19 +172,53 @@ def test_hardware_sets_get_their_own_verdicts(tmp_path):
 # --- time follows padded work -------------------------------------------------------------------------------
 
 @pytest.mark.parametrize(("tracking", "spread", "expected"), [
-    (1.0, 0.01, Outcome.REPRODUCED), (0.65, 0.01, Outcome.PARTLY), (0.3, 0.01, Outcome.NOT_REPRODUCED),
-    (1.5, 0.01, Outcome.EXCEEDS), (0.8, 0.05, Outcome.INCONCLUSIVE),
+    (1.0, 0.01, "tracks"), (0.65, 0.01, claim.TRACKING_READINGS[1]), (0.3, 0.01, claim.TRACKING_READINGS[0]),
+    (1.5, 0.01, claim.TRACKING_READINGS[3]), (0.8, 0.05, claim.UNDECIDED),
 ])
-def test_time_follows_padded_work_is_judged_on_its_interval(tmp_path, tracking, spread, expected):
-    plan_set = _real_plans()
-    work = plan_set[claim.PER_BATCH].padded_steps / plan_set[claim.AUTO].padded_steps
-    _store(tmp_path, CPU, _epochs(1.0, _speedup_for(work * tracking)), REAL, spread)
+def test_time_follows_padded_work_is_read_on_its_interval(tmp_path, tracking, spread, expected):
+    work = work_ratio()
+    _store(tmp_path, CPU, _epochs(1.0, _speedup_for(work * tracking)), REAL, spread, ROUNDS)
     frame = results.load(claim.NAME, tmp_path)
-    (judged,) = claim.tracking_verdicts(frame)
-    assert judged.statement == claim.TRACKING_STATEMENT and judged.outcome == expected
-    assert judged.ours == pytest.approx(tracking, rel=1e-9) and judged.low <= judged.ours <= judged.high
+    (read,) = claim.tracking(frame).itertuples(index=False)
+    assert read.reading == expected and read.hardware == CPU.hardware_id
+    assert read[1] == pytest.approx(tracking, rel=1e-9) and read.low <= read[1] <= read.high
     (verdict,) = claim.verdicts(frame)
-    assert judged.ours == pytest.approx(verdict.ours / work) and judged.low == pytest.approx(verdict.low / work)
+    assert read[1] == pytest.approx(verdict.ours / work) and read.low == pytest.approx(verdict.low / work)
+
+
+def test_time_follows_padded_work_is_no_seeds_claim_and_never_says_an_outcome(tmp_path):
+    """No seed claims that time tracks padded work: its page words are its own, never a seed's outcome's."""
+    outcomes = {o.value for o in Outcome}
+    assert not outcomes & {*claim.TRACKING_READINGS, claim.UNDECIDED, claim.NO_READING}
+    assert "reproduced" not in claim.TRACKING_RULE and "exceeds" not in claim.TRACKING_RULE
+    _store(tmp_path, CPU, _epochs(1.0, _speedup_for(1.0 * work_ratio())), REAL, rounds=ROUNDS)
+    _store(tmp_path, GPU, _epochs(1.0, 0.4), SYNTHETIC, rounds=ROUNDS)  # sampled epochs: no reading
+    texts = claim.tracking_texts(claim.tracking(results.load(claim.NAME, tmp_path)))
+    assert texts["cpu"].startswith(f"On {CPU.hardware_id}: time / work ") and texts["cpu"].endswith(": tracks.")
+    assert texts["cuda"].startswith(f"On {GPU.hardware_id}: no verdict: no whole-epoch timing")
+    assert texts["cuda"].endswith(f": {claim.NO_READING}.")
+    assert not any(re.search(r"\b(reproduced|partly|exceeds|inconclusive)\b", text) for text in texts.values())
+    assert claim.tracking_texts(claim.tracking(results.load(claim.NAME, tmp_path / "none"))) == {
+        "cpu": "No CPU result set is stored.", "cuda": "No GPU result set is stored."}
+
+
+def test_a_set_timed_in_one_burst_gets_no_reading(tmp_path):
+    _store(tmp_path, CPU, _epochs(1.0, _speedup_for(1.5)), REAL)  # one round per row: a burst
+    frame = results.load(claim.NAME, tmp_path)
+    (read,) = claim.tracking(frame).itertuples(index=False)
+    assert read.reading == claim.NO_READING and ONE_BURST_WORDS in read[-1] and read.low <= read[1] <= read.high
+
+
+def test_the_page_reads_time_against_work_in_its_own_words():
+    """The page glues `tracking_texts` and explains its readings, never a seed's outcome; and what it says of the
+    kernels that compute every padded step stays true whatever a set measured (on an H100 time did not track)."""
+    cells = json.loads(PAGE.read_text())["cells"]
+    code = "\n".join("".join(c["source"]) for c in cells if c["cell_type"] == "code")
+    markdown = " ".join(" ".join("".join(c["source"]).split()) for c in cells if c["cell_type"] == "markdown")
+    assert "claim.tracking_texts(" in code and "tracking_verdicts" not in code
+    explained = markdown[markdown.index("{glue:text}`c05_tracking_cuda`"):markdown.index("## Verdict")]
+    assert "*Tracks*" in explained and not re.search(r"(?i)reproduced|partly|exceeds", explained)
+    assert "the ledger does not count it" not in markdown and "roughly in proportion to the padded work" not in markdown
 
 
 def test_speedups_cover_every_plan_over_both_baselines(tmp_path):

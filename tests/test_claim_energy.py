@@ -4,6 +4,7 @@ and the CPU run that stores only skipped rows."""
 
 from __future__ import annotations
 
+import json
 import re
 import time
 from collections.abc import Sequence
@@ -184,9 +185,9 @@ def test_the_ratios_and_their_intervals_come_window_by_window(tmp_path):
 # --- the rule -------------------------------------------------------------------------------------
 
 @pytest.mark.parametrize("power_factor, outcome, reading", [
-    (1.0, Outcome.REPRODUCED, "proportional"),
-    (1.6, Outcome.NOT_REPRODUCED, "more than proportional"),
-    (0.5, Outcome.NOT_REPRODUCED, "less than proportional"),
+    (1.0, Outcome.HOLDS, "proportional"),
+    (1.6, Outcome.DOES_NOT_HOLD, "more than proportional"),
+    (0.5, Outcome.DOES_NOT_HOLD, "less than proportional"),
     ([1.0, 1.1, 1.2, 1.4, 1.5], Outcome.INCONCLUSIVE, "cannot tell whether proportional"),
 ], ids=["holds", "more", "less", "straddles"])
 def test_the_rule_decides_on_the_interval_of_s(tmp_path, power_factor, outcome, reading):
@@ -204,12 +205,28 @@ def test_the_rule_decides_on_the_interval_of_s(tmp_path, power_factor, outcome, 
 
 
 def test_the_rule_names_its_regions_and_the_bands_match_them():
-    assert claim.BANDS.decide(0.85, 1.2) == Outcome.REPRODUCED
-    assert claim.BANDS.decide(1.3, 2.0) == claim.BANDS.decide(0.3, 0.7) == Outcome.NOT_REPRODUCED
+    assert claim.BANDS.decide(0.85, 1.2) == Outcome.HOLDS
+    assert claim.BANDS.decide(1.3, 2.0) == claim.BANDS.decide(0.3, 0.7) == Outcome.DOES_NOT_HOLD
     assert claim.BANDS.decide(0.7, 0.9) == claim.BANDS.decide(1.1, 1.3) == Outcome.INCONCLUSIVE
-    for text in ("0.8 <= S < 1.25 (proportional)", "at or above 1.25 (more than proportional)",
-                 "below 0.8 (less than proportional)", "inconclusive if it straddles", "not measured where NVML"):
+    for text in ("holds if the interval lies within 0.8 <= S < 1.25 (proportional)",
+                 "does not hold if it lies at or above 1.25 (more than proportional)",
+                 "below 0.8 (less than proportional)", "undecided (inconclusive) if it straddles",
+                 "not measured where NVML"):
         assert text in claim.RULE
+
+
+PAGE = Path(__file__).resolve().parent.parent / "book" / "claims" / f"{claim.CLAIM.stem}.ipynb"
+
+
+def test_no_seed_claims_it_so_the_rule_and_the_page_say_holds_not_reproduced():
+    """No seed claims energy proportionality (the paper left energy as future work): the hypothesis is the study's
+    own, so its rule and its page say whether it holds, never that it was reproduced."""
+    markdown = " ".join("".join(c["source"]) for c in json.loads(PAGE.read_text())["cells"]
+                        if c["cell_type"] == "markdown")
+    for text in (claim.RULE, markdown, claim.__doc__):
+        assert not re.search(r"\breproduced\b", text)
+    assert all(f"**{words}**" in markdown for words in ("holds", "does not hold", "undecided"))
+    assert "this CPU-only machine" not in claim.__doc__
 
 
 def test_the_headline_only_counts(tmp_path):
@@ -219,7 +236,7 @@ def test_the_headline_only_counts(tmp_path):
             kernel_row("torch.cell_loop", SMALL, watts=IDLE_W + 300.0, step_s=0.06)]
     results.append(claim.NAME, GPU.hardware_id, rows, tmp_path)
     (verdict,) = claim.verdicts(results.load(claim.NAME, tmp_path))
-    assert verdict.outcome == Outcome.REPRODUCED and verdict.ours == pytest.approx(1.0)
+    assert verdict.outcome == Outcome.HOLDS and verdict.ours == pytest.approx(1.0)
 
 
 def test_a_window_at_idle_power_leaves_its_configuration_unjudged(tmp_path):
@@ -229,7 +246,7 @@ def test_a_window_at_idle_power_leaves_its_configuration_unjudged(tmp_path):
             kernel_row("torch.native", LARGE, watts=FUSED_W, step_s=0.06)]
     results.append(claim.NAME, GPU.hardware_id, rows, tmp_path)
     (verdict,) = claim.verdicts(results.load(claim.NAME, tmp_path))
-    assert verdict.outcome == Outcome.REPRODUCED and "geometric mean of 1 configurations" in verdict.ours_text
+    assert verdict.outcome == Outcome.HOLDS and "geometric mean of 1 configurations" in verdict.ours_text
     assert "1 configuration(s) not judged: 1 a window drew no more than idle power" in verdict.ours_text
 
 
@@ -278,7 +295,7 @@ def test_old_rows_beside_new_ones_leave_the_verdict_to_the_new(tmp_path):
     results.append(claim.NAME, GPU.hardware_id, [old_idle_row(10.0), old_kernel_row("torch.fused", SMALL, energy_j=50),
                                                  old_kernel_row("torch.native", SMALL, energy_j=500)], tmp_path)
     (verdict,) = claim.verdicts(results.load(claim.NAME, tmp_path))
-    assert verdict.outcome == Outcome.REPRODUCED and verdict.ours == pytest.approx(1.0)
+    assert verdict.outcome == Outcome.HOLDS and verdict.ours == pytest.approx(1.0)
     assert "1 configuration(s) not judged: 1 a single window (old method)" in verdict.ours_text
 
 
@@ -542,6 +559,6 @@ def test_the_page_renders_a_stored_gpu_set(tmp_path):
     assert not [o for o in outputs if o.output_type == "error"]
     assert sum("image/png" in o.get("data", {}) for o in outputs) >= 4  # energy, S, energy vs time, AMP
     text = " ".join(str(o.get("data", {}).get("text/plain", "")) for o in outputs)
-    assert "reproduced" in text and "not measured on this hardware" in text
+    assert "holds" in text and "reproduced" not in text and "not measured on this hardware" in text
     # the page shows the grid it would measure, with the override applied
     assert "default grid of 06_energy" in text and re.search(r"window_s\s+1\.5\b", text)

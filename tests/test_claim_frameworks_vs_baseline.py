@@ -5,6 +5,8 @@ from __future__ import annotations
 
 import json
 import math
+import re
+from pathlib import Path
 
 import numpy as np
 import pandas as pd
@@ -214,6 +216,37 @@ def test_faster_text_names_the_faster_framework_per_device():
     assert texts["cuda"].startswith("TensorFlow is faster")
     assert claim.faster_text(frame(rows(base_times(1.5, 3.0))))["cuda"] == "not measured"
     assert "TF Mode 0 (keras.cudnn_auto)" in texts["cuda"]
+
+
+def test_the_prose_gives_every_sets_figure_and_only_the_verdicts():
+    """One figure, one estimator: the page's texts name every stored set, a framework's time over another's is the
+    figure the verdict gives (its estimator and interval), and an MPE text computes no second ratio beside it."""
+    data = frame(rows(base_times(1.5, 3.0)), rows(base_times(1.2, 2.5), hardware_id="cpu-other"),
+                 rows(base_times(2.0, 1.5), backend="torch", **GPU)).assign(observed_detail="")
+    texts = claim.glue_texts(data)
+    verdicts = [v for v in claim.verdicts(data) if v.rule == claim.RULE]
+    for v in verdicts:
+        kind = "cuda" if v.hardware_id.startswith("cuda-") else "cpu"
+        assert f" on {v.hardware_id} " in texts[f"{kind}_mpe_pytorch"] and v.hardware_id in texts[f"{kind}_faster"]
+    for v in verdicts[:2]:  # a CPU verdict gives Keras over torch.fused as context: the faster text's figure
+        context = v.ours_text.split("(context: ")[1].removesuffix(" torch.fused)")
+        assert f"takes {context} the time of PyTorch" in texts["cpu_faster"]
+    assert texts["cpu_mpe_pytorch"] == "-0.20 on cpu-other (8 configurations); -0.50 on cpu-test (8 configurations)"
+    for key in ("mpe_pytorch", "mpe_tf"):
+        assert not re.search(r"\d\.\d+x", texts[f"cpu_{key}"] + texts[f"cuda_{key}"])  # no ratio beside the MPE
+    assert texts["cuda_mpe_tf"].endswith("configurations, Keras on torch)")
+    assert "Keras on" not in texts["cuda_mpe_pytorch"] + texts["cpu_mpe_tf"]
+
+
+def test_the_page_glues_one_figure_for_the_slowdown_and_every_sets_texts():
+    """The page's prose names the sets in the plural and leaves the slowdown to the verdict's figure; and what it says
+    a GPU set can settle holds for the GPU set stored (its Keras ran on torch)."""
+    page = Path(__file__).resolve().parent.parent / "book" / "claims" / f"{claim.CLAIM.stem}.ipynb"
+    markdown = " ".join(" ".join("".join(c["source"]).split()) for c in json.loads(page.read_text())["cells"]
+                        if c["cell_type"] == "markdown")
+    assert "{glue:text}`c04_cpu_mpe_pytorch` on the CPU sets" in markdown and "On the CPU set," not in markdown
+    assert "is each set's verdict below, the one figure this page gives for it" in markdown
+    assert "a GPU set of ours can settle it" not in markdown and "once a GPU set holds" not in markdown
 
 
 def test_keras_on_the_torch_backend_is_never_called_tensorflow():

@@ -3,6 +3,9 @@ right kernel, precision and shapes."""
 
 from __future__ import annotations
 
+import json
+from pathlib import Path
+
 import numpy as np
 import pandas as pd
 import pytest
@@ -13,6 +16,7 @@ from lstmstudy.rules import Outcome
 
 CPU = "cpu-xeon-test-2t"
 GPU = "cuda-h100-test"
+PAGE = Path(__file__).resolve().parent.parent / "book" / "claims" / f"{claim.CLAIM.stem}.ipynb"
 
 
 def row(hardware_id: str, precision: str, phase: str, hidden: int, timesteps: int, ms: float, *,
@@ -251,3 +255,26 @@ def test_the_page_renders_a_gpu_set_and_judges_its_amp_step(tmp_path):
     assert not [o for o in outputs if o.output_type == "error"]
     text = " ".join(str(o.get("data", {}).get("text/plain", "")) for o in outputs)
     assert claim.AMP_KERNEL in text and "reproduced" in text
+
+
+def page_cells(kind: str) -> list[str]:
+    """The sources of the rendered page's cells of `kind` ('markdown', 'code')."""
+    return ["".join(c["source"]) for c in json.loads(PAGE.read_text())["cells"] if c["cell_type"] == kind]
+
+
+def test_the_page_and_the_module_say_what_the_page_shows_of_deepbench():
+    """The page judges DeepBench's speed-ups and sets its times beside ours: no text may say they are not quoted."""
+    code, markdown = "\n".join(page_cells("code")), "\n".join(page_cells("markdown"))
+    assert "published_rules.deepbench_speedups()" in code and "published_rules.beside_deepbench(" in code
+    for text in (" ".join(markdown.split()), " ".join(claim.__doc__.split())):
+        assert "not quoted" not in text and "quotes no figure" not in text
+        assert "DeepBench" in text and "never counted among this study's verdicts" in text
+
+
+def test_the_pages_words_hold_with_or_without_a_gpu_set():
+    """What the page says of the GPU side stays true whatever sets are stored: the GPU verdict reads the AMP step,
+    and DeepBench's shapes are set beside a GPU set's rows wherever one holds them, not 'once' one does."""
+    markdown = " ".join(" ".join(page_cells("markdown")).split())
+    assert "once a GPU set holds" not in markdown
+    assert f"on a GPU `{claim.AMP_KERNEL}`" in markdown
+    assert "the module held in the 16-bit type on a GPU" not in markdown

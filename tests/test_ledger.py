@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import itertools
+import re
 import textwrap
 from pathlib import Path
 
@@ -91,7 +92,8 @@ def test_the_conclusions_follow_the_verdicts_and_count_only_gpu_evidence(toc_fil
     assert "**Its GPU claim is untested**" in text and "**reproduced**" not in text
     assert ledger.counts(ledger.table(results_root, claims=others, toc=toc_file)) == {
         "claims": 2, "verdicts": 3, "gpu_verdicts": 0, "reproduced": 0, "exceeds": 0, "partly": 0,
-        "not_reproduced": 0, "inconclusive": 0, "cpu_analogues": 2, "not_measured": 1, "not_assessed": 0,
+        "not_reproduced": 0, "inconclusive": 0, "holds": 0, "does_not_hold": 0, "cpu_analogues": 2,
+        "not_measured": 1, "not_assessed": 0,
         "gpu_sets": 0, "cpu_sets": 2, "published": 0, "published_sources": 0}
 
 
@@ -171,3 +173,54 @@ def test_a_statement_judged_only_on_sets_without_verdicts_says_so_once(toc_file,
     only_bursts = [fake_claim("01", [("cpu-x", 2.6, Outcome.NOT_ASSESSED.value)])]
     text = ledger.conclusions(ledger.table(results_root, claims=only_bursts, toc=toc_file))
     assert "No verdict on `cpu-x`" in text and "Not measurable" not in text and "neither confirmed nor refuted" in text
+
+
+def _ledger_rows(*rows: dict) -> pd.DataFrame:
+    base = {c: "" for c in ledger.COLUMNS} | {"claim": "01", "rule": "r1", "ours": None, "low": None, "high": None,
+                                              "parts": [], "brief": ""}
+    return pd.DataFrame([base | row for row in rows], columns=ledger.COLUMNS)
+
+
+def test_the_landing_cells_name_each_set_its_verdict_and_figure_and_count_the_rest():
+    table = _ledger_rows(
+        {"hardware": "cuda-h100-80gb-hbm3-2a1d35", "evidence": "GPU", "verdict": "reproduced",
+         "brief": "slowdown 9.54 (6.51-14.2)", "ours": 9.54, "low": 6.51, "high": 14.2},
+        {"hardware": "cpu-a-2t", "evidence": "CPU analogue", "verdict": "partly", "brief": "slowdown 1.6 (1.3-1.9)"},
+        {"hardware": "cpu-b-2t", "evidence": "not measured", "verdict": "not measured on this hardware"},
+        {"hardware": "cpu-c-2t", "evidence": "not measured", "verdict": "not measured on this hardware"},
+        {"hardware": "published:woolf/K80", "evidence": "published", "verdict": "context only"},
+        {"hardware": "cuda-other-000000", "evidence": "GPU", "verdict": "partly", "rule": "r2"})  # another statement
+    cells = ledger.landing_cells(table, "01")
+    assert cells == {
+        "gpu": "<code>cuda-h100-80gb-hbm3</code>: <strong>reproduced</strong>, slowdown 9.54 (6.51-14.2)",
+        "cpu": "<code>cpu-a-2t</code>: partly, slowdown 1.6 (1.3-1.9); not measurable on 2 sets",
+        "others": "<em>context only</em>: K80"}
+    rows, labels, bands = ledger.chart_data(table, claims=[])
+    assert rows.empty and labels == {} and bands == {}
+
+
+def test_the_landing_figure_draws_the_figures_with_intervals_and_leaves_context_out():
+    from lstmstudy.claims import lookup
+
+    claim = lookup(["01"])[0]
+    table = _ledger_rows(
+        {"hardware": "cuda-x-2a1d35", "evidence": "GPU", "verdict": "reproduced", "ours": 9.5, "low": 6.5,
+         "high": 14.2, "rule": claim.rule},
+        {"hardware": "published:woolf/K80", "evidence": "published", "verdict": "context only", "ours": 2.1,
+         "rule": claim.rule},
+        {"hardware": "cpu-b-2t", "evidence": "not measured", "verdict": "not measured on this hardware",
+         "rule": claim.rule})
+    rows, labels, bands = ledger.chart_data(table, claims=[claim])
+    assert list(rows.hardware) == ["cuda-x-2a1d35"] and labels == {"01": "1: slowdown"}
+    assert bands == {"01": claim.bands.span(Outcome.REPRODUCED)} == {"01": (2.0, 15.0)}
+
+
+#: what a verdict's text assembled from parts must never hold: doubled separators, empty brackets, runs of spaces,
+#: or a kernel left dangling after a bracket ("2.84x (95% CI ...) torch.raw: fails")
+GARBLED = re.compile(r";\s*;|,\s*,|\(\s*\)|\s{2,}|\) [a-z]+\.[a-z_]+:|\.\.(?!\.)")
+
+
+def test_no_verdict_text_is_garbled(ledger_table):
+    found = {text for text in ledger_table["our figure"] if GARBLED.search(text)}
+    assert not found, found
+    assert GARBLED.search("torch.fused 2.84x (95% CI 2.3-3.6) torch.raw: fails")  # the pattern a review found

@@ -34,7 +34,7 @@ import pandas as pd
 
 from lstmstudy.errors import ParameterError
 from lstmstudy.results import config_text
-from lstmstudy.rules import Verdict, assess_noise
+from lstmstudy.rules import Bands, Verdict, assess_noise
 
 if TYPE_CHECKING:  # the claims' analysis runs without torch; only measuring needs the sweep
     from lstmstudy.contract import Point
@@ -130,6 +130,11 @@ class Claim:
     lease: Lease | None = None
     #: what its CPU analogue stands in for, and what it cannot show, in a line of MyST: the page's opening box says it
     analogue: str = ""
+    #: what a verdict's figure is, around its `Verdict.brief` ('{}'), for the landing table: 'slowdown {}'
+    figure_words: str = "{}"
+    #: the rule's bands on the verdict's ratio, where it decides on one (the landing figure draws their
+    #: 'reproduced' region); None where it decides on parts or on something other than a ratio
+    bands: Bands | None = None
 
     @property
     def stem(self) -> str:

@@ -46,12 +46,14 @@ The statistics. `speedups`: each plan's epoch-time speed-up over both baselines 
 slides' "no bucketing"; and padding to the corpus maximum, context), formed within rounds where two rows were
 timed together (`stats.row_ratio`), beside the padded-work ratio and their quotient, `time / work`: 1
 when time falls in proportion to the padded steps. `verdicts` decides the claim on the speed-up's
-interval; `tracking_verdicts` judges "time follows padded work" on the quotient's interval (a statistic
-of the page, not a claim of the seed: not in the ledger).
+interval; `tracking` reads on the quotient's interval whether epoch time tracks padded work. No seed claims
+that, so it is no verdict: it reads "tracks", "tracks in part", "does not track" or "undecided", never a
+seed's outcome ("reproduced"), and the ledger, which holds verdicts only, never counts it.
 """
 
 from __future__ import annotations
 
+import bisect
 import json
 from collections.abc import Sequence
 from dataclasses import fields, replace
@@ -64,7 +66,7 @@ from lstmstudy.claims import Claim
 from lstmstudy.errors import ParameterError
 from lstmstudy.observe import what_ran
 from lstmstudy.parameters import check_choices, check_positive_ints
-from lstmstudy.rules import Bands, Outcome, Verdict
+from lstmstudy.rules import ONE_BURST_WORDS, Bands, Outcome, Verdict, one_burst_sets
 from lstmstudy.shapes import LSTMShape
 from lstmstudy.stats import interleaved, row_ratio
 
@@ -93,17 +95,21 @@ RULE = (f"decided per hardware set on the 95% interval of auto buckets' speed-up
         f"no verdict: a sampled epoch's interval leaves out the sampling error")
 BANDS = Bands(_EDGES, (Outcome.NOT_REPRODUCED, Outcome.PARTLY, Outcome.REPRODUCED, Outcome.EXCEEDS))
 
-TRACKING_STATEMENT = ("Time follows padded work: auto buckets' epoch-time speed-up over no bucketing equals "
-                      "their padded-work ratio")
-TRACKING_SEED = ('"Padding data brings in unnecessary work" (slides, seed 002): the premise of the 3.3x, '
-                 'given without a figure')
-TRACKING_RULE = ("decided on the 95% interval of time / work: the verdict's speed-up over the padded-work ratio "
-                 "of the same two plans (exact for whole epochs), 1 when time falls in proportion to the padded "
-                 "steps. Time follows padded work (reproduced) within 0.8-1.25; exceeds above 1.25 (time falls "
-                 "faster than the work); partly within 0.5-0.8; not reproduced below 0.5 (costs that do not "
-                 "scale with the padding dominate); inconclusive if it straddles an edge")
-TRACKING_BANDS = Bands((0.5, 0.8, 1.25),
-                       (Outcome.NOT_REPRODUCED, Outcome.PARTLY, Outcome.REPRODUCED, Outcome.EXCEEDS))
+#: the edges of time / work's regions (`tracking`), and what each region reads, below the first edge to above the
+#: last: the words of a statistic of this study, as no seed claims that time tracks padded work (never "reproduced")
+TRACKING_EDGES = (0.5, 0.8, 1.25)
+TRACKING_READINGS = ("does not track (time falls far less than the padded work)",
+                     "tracks in part (time falls less than the padded work)", "tracks",
+                     "does not track (time falls faster than the padded work)")
+#: what an interval across an edge reads, and a set with no interval to read
+UNDECIDED, NO_READING = "undecided (its interval straddles an edge)", "no reading"
+TRACKING_RULE = (f"read on the 95% interval of time / work: the verdict's speed-up over the padded-work ratio of the "
+                 f"same two plans (exact for whole epochs), 1 when time falls in proportion to the padded steps. Time "
+                 f"tracks padded work within {TRACKING_EDGES[1]:g}-{TRACKING_EDGES[2]:g}; tracks it in part within "
+                 f"{TRACKING_EDGES[0]:g}-{TRACKING_EDGES[1]:g}; does not track it below {TRACKING_EDGES[0]:g} (costs "
+                 f"that do not scale with the padding dominate) or at or above {TRACKING_EDGES[2]:g} (time falls "
+                 f"faster than the work); undecided if the interval straddles an edge. A statistic of this study, not "
+                 f"a seed's claim: never a verdict")
 
 #: the slides' worked example, as they give it: real, padded and bucketed steps
 WORKED_SLIDES = {"real": 22, "padded": 30, "bucketed": 24}
@@ -454,24 +460,46 @@ def verdicts(results: pd.DataFrame) -> list[Verdict]:
     return out
 
 
-def tracking_verdicts(results: pd.DataFrame) -> list[Verdict]:
-    """Per hardware set, "time follows padded work" judged on the verdict's rows (see `TRACKING_RULE`): a
-    statistic of the page, not a claim of the seed, so the ledger does not count it. The page passes them
-    through `rules.assess_noise`, as `Claim.judge` does the verdicts."""
+def tracking_reading(low: float, high: float) -> str:
+    """What an interval of time / work reads (`TRACKING_READINGS`), or `UNDECIDED` where it straddles an edge."""
+    first, last = bisect.bisect_right(TRACKING_EDGES, low), bisect.bisect_right(TRACKING_EDGES, high)
+    return TRACKING_READINGS[first] if first == last else UNDECIDED
+
+
+TRACKING_COLUMNS = ["hardware", "time / work", "low", "high", "reading", "rests on"]
+
+
+def tracking(results: pd.DataFrame) -> pd.DataFrame:
+    """Per hardware set, whether epoch time tracks padded work (`TRACKING_RULE`), read on the verdict's rows: time /
+    work with its 95% interval, what it reads, and what it rests on. No reading where the verdict has no row, nor on
+    a set timed in one burst per row, whose interval holds no run-to-run drift (as `Claim.judge` leaves a verdict)."""
     table = speedups(results)
-    out = []
+    bursts = one_burst_sets(results)
+    rows = []
     for hardware_id in sorted(results.hardware_id.unique()) if not results.empty else []:
-        head, rows = _decisive(table, hardware_id)
+        head, found = _decisive(table, hardware_id)
         if head is None:
-            out.append(Verdict(NAME, TRACKING_STATEMENT, hardware_id, TRACKING_SEED, None, _undecided_text(rows),
-                               Outcome.NOT_MEASURED, TRACKING_RULE))
+            rows.append({"hardware": hardware_id, "reading": NO_READING, "rests on": _undecided_text(found)})
             continue
-        text = (f"time / work {_interval_text(head.tracking, head.tracking_lo, head.tracking_hi)}: "
-                f"{head.ratio:.2f}x faster for {head.work_ratio:.2f}x less padded work ({HEADLINE}, auto buckets "
-                f"over per-batch padding; {describe_setting(head)})")
-        out.append(Verdict(NAME, TRACKING_STATEMENT, hardware_id, TRACKING_SEED, float(head.tracking), text,
-                           TRACKING_BANDS.decide(head.tracking_lo, head.tracking_hi), TRACKING_RULE,
-                           float(head.tracking_lo), float(head.tracking_hi)))
+        rests = (f"{head.ratio:.2f}x faster for {head.work_ratio:.2f}x less padded work ({HEADLINE}, auto buckets over "
+                 f"per-batch padding; {describe_setting(head)})")
+        reading = tracking_reading(head.tracking_lo, head.tracking_hi)
+        if hardware_id in bursts:
+            reading, rests = NO_READING, f"{rests}; {ONE_BURST_WORDS}"
+        rows.append({"hardware": hardware_id, "time / work": head.tracking, "low": head.tracking_lo,
+                     "high": head.tracking_hi, "reading": reading, "rests on": rests})
+    return pd.DataFrame(rows, columns=TRACKING_COLUMNS)
+
+
+def tracking_texts(table: pd.DataFrame) -> dict[str, str]:
+    """`tracking` in the page's prose, per device kind ('cpu', 'cuda'): a sentence per stored set of that kind."""
+    def sentence(row: pd.Series) -> str:
+        figure = f"time / work {_interval_text(row['time / work'], row.low, row.high)}, " if pd.notna(row.low) else ""
+        return f"On {row.hardware}: {figure}{row['rests on']}: {row.reading}."
+
+    out = {}
+    for kind, missing in (("cpu", "No CPU result set is stored."), ("cuda", "No GPU result set is stored.")):
+        out[kind] = " ".join(sentence(r) for _, r in table.iterrows() if r.hardware.startswith(f"{kind}-")) or missing
     return out
 
 
@@ -503,6 +531,8 @@ TORCH_KERNELS = [k for k in KERNELS if k.startswith("torch.")]
 CLAIM = Claim(
     says=(
         "Padding wastes work, and automatically generated buckets win it back: 3.3x over no bucketing."),
+    bands=BANDS,
+    figure_words="speed-up {}",
     number=NUMBER, name=NAME, statement=STATEMENT, seed_figure=SEED_FIGURE, rule=RULE,
     source="slides (seed 002); real Penn Treebank sentence lengths",
     citations=("lin-wu-lstm-slides", "marcus-ptb", "mikolov-rnnlm"),

@@ -385,6 +385,7 @@ CLAIM = Claim(
     says=(
         "At small batch sizes a CPU trains an LSTM faster than a GPU; the GPU wins only as the batch "
         "grows."),
+    figure_words="GPU ahead from batch {}",
     number=NUMBER, name=NAME, statement=STATEMENT, seed_figure=SEED_FIGURE, rule=RULE,
     source="blog post (seed 000), citing Woolf's benchmark; Q&A (seed 001)",
     citations=("blogpost-lstm-gpu", "woolf-cloud-cpus", "so-cudnnlstm"),

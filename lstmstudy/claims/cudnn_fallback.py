@@ -228,6 +228,8 @@ CLAIM = Claim(
         "tests the other requirements of the Keras `LSTM` documentation {cite:p}`keras-lstm-api` "
         "(`unroll`, no bias, a mask whose inputs are not \"strictly right-padded\"), which the sources do "
         "not list."),
+    bands=BANDS,
+    figure_words="slowdown {}",
     number=NUMBER, name=NAME, statement=STATEMENT, seed_figure=SEED_FIGURE, rule=RULE,
     source="blog post (seed 000), quoting Chollet; Q&A (seed 001)",
     citations=("blogpost-lstm-gpu", "chollet-dlwp2", "so-cudnnlstm"),

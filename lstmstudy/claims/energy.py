@@ -3,8 +3,9 @@ Its page is `notebooks/06_energy.ipynb`.
 
 Seed 003 closes with: "While we focused more on performance in our experiment, another performance
 benchmark we can also explore is energy consumption. In a future experiment, we could attempt to
-benchmark memory bandwidth/movement and estimate how much energy is used." There is no figure to
-reproduce, so the page states a hypothesis and its rule (`RULE`) before the data:
+benchmark memory bandwidth/movement and estimate how much energy is used." No seed claims anything about
+energy, so there is nothing to reproduce: the page states a hypothesis of this study's own and its rule
+(`RULE`) before the data, and the rule says whether the hypothesis holds or not:
 
 *the fallback costs energy in proportion to its time*: per sequence, a fallback's GPU energy above idle
 over the fused kernel's equals its time over the fused kernel's. The quotient of the two ratios, the
@@ -38,9 +39,9 @@ no per-window detail) still load: each is read as a single window, its `energy_j
 samples, above the set's one idle power; the page marks it "single window (old method)" and the rule
 never judges it, since one window gives no interval.
 
-Where there is no NVML (no NVIDIA driver, no GPU: this CPU-only machine), or the run is on the CPU,
-every point raises `Skip` with the reason, so the result set holds `skipped` rows saying why, and the
-verdict is `not measured on this hardware`.
+Where there is no NVML (no NVIDIA driver or no NVIDIA GPU), or the run is on the CPU, every point raises
+`Skip` with the reason, so the result set holds `skipped` rows saying why, and the verdict is `not measured
+on this hardware`.
 """
 
 from __future__ import annotations
@@ -77,22 +78,22 @@ MIN_WINDOW_S = 1.0
 WINDOWS, QUICK_WINDOWS, MIN_JUDGED_WINDOWS = 5, 3, 3
 #: the proportional band of S: 1/1.25 to 1.25, symmetric on a log scale
 BAND = (0.8, 1.25)
-BANDS = Bands(BAND, (Outcome.NOT_REPRODUCED, Outcome.REPRODUCED, Outcome.NOT_REPRODUCED))
+BANDS = Bands(BAND, (Outcome.DOES_NOT_HOLD, Outcome.HOLDS, Outcome.DOES_NOT_HOLD))
 RULE = (f"decided on the 95% interval of the geometric mean, over every judged configuration, of the "
         f"proportionality S = (the fallback's GPU energy above idle per sequence over the fused kernel's) / "
         f"(the fallback's time per step over the fused kernel's), i.e. the fallback's power above idle over the "
         f"fused kernel's, for claim 1's GPU headline pairs (torch.native over torch.fused; keras.relu and "
         f"keras.recurrent_dropout over keras.cudnn_auto) at every stored precision, shape and phase; the "
         f"interval is a bootstrap over the configurations and each one's repeated windows. The hypothesis 'the "
-        f"fallback costs energy in proportion to its time' is reproduced if the interval lies within "
-        f"{BAND[0]:g} <= S < {BAND[1]:g} (proportional); not reproduced if it lies at or above {BAND[1]:g} "
-        f"(more than proportional) or below {BAND[0]:g} (less than proportional); inconclusive if it straddles "
-        f"{BAND[0]:g} or {BAND[1]:g}, or if no configuration can be judged; not measured where NVML cannot read "
-        f"a GPU's energy. A configuration is judged when both kernels have at least {MIN_JUDGED_WINDOWS} "
-        f"interleaved windows of at least {MIN_WINDOW_S:g} s and each drew more than idle power in every "
-        f"window. The band is {BAND[1]:g}x either way: the smallest ratio this study calls a material "
-        f"difference (claim 1's floor), and well above the ~10% by which the energy counter's update period "
-        f"can move one window's energy")
+        f"fallback costs energy in proportion to its time', this study's own (no seed makes it), holds if the "
+        f"interval lies within {BAND[0]:g} <= S < {BAND[1]:g} (proportional); does not hold if it lies at or "
+        f"above {BAND[1]:g} (more than proportional) or below {BAND[0]:g} (less than proportional); is undecided "
+        f"(inconclusive) if it straddles {BAND[0]:g} or {BAND[1]:g}, or if no configuration can be judged; not "
+        f"measured where NVML cannot read a GPU's energy. A configuration is judged when both kernels have at "
+        f"least {MIN_JUDGED_WINDOWS} interleaved windows of at least {MIN_WINDOW_S:g} s and each drew more than "
+        f"idle power in every window. The band is {BAND[1]:g}x either way: the smallest ratio this study calls a "
+        f"material difference (claim 1's floor), and well above the ~10% by which the energy counter's update "
+        f"period can move one window's energy")
 
 #: fallback kernel -> the fused kernel it is compared with (claim 1's pairs)
 PAIRS: dict[str, str] = {k: cudnn_fallback.TRIGGERS[k][0]
@@ -544,6 +545,8 @@ _DEFAULTS = dict(shapes=[[16, 32, 128, 128], [64, 128, 512, 1024]], kernel_names
 CLAIM = Claim(
     says=(
         "Energy per sequence, which the paper left as future work."),
+    bands=BANDS,
+    figure_words="S = {}",
     number=NUMBER, name=NAME, statement=STATEMENT, seed_figure=SEED_FIGURE, rule=RULE,
     source="paper (seed 003) left energy as future work; measured as Zeus does",
     citations=("mahorker-lstm-kernels", "zeus-nsdi23"),

@@ -6,8 +6,10 @@ about 10-15% faster than cuDNN for the largest input sizes" (hidden 512-1024, lo
 smaller input sizes, the forwarding times for AMP is greater than that of simply running cuDNN"; PyTorch AMP
 shows "a 63% slowdown on average compared to the non-AMP PyTorch implementation", yet "Larger hidden sizes
 show improvements of >40% when compared to DeepBench". Context, not a seed: DeepBench (cited on the page)
-publishes LSTM training times on NVIDIA GPUs in fp32 and in mixed precision; the page cites it, quotes no
-figure of it.
+publishes LSTM training times on NVIDIA GPUs in fp32 and in mixed precision. The page shows its speed-ups with this
+rule's thresholds (`published_rules`), and its times beside this study's rows at its shapes
+(`published_rules.beside_deepbench`, the rows `deepbench_shapes` adds to a GPU grid): others' measurements, never
+counted among this study's verdicts.
 
 The speed-up of a low precision is median(fp32 step time) / median(low-precision step time) of the same
 kernel at the same shape and phase. PyTorch rows: `torch.autocast` on a CPU. On a GPU two kinds of 16-bit
@@ -340,6 +342,7 @@ CLAIM = Claim(
     says=(
         "Mixed precision helps an LSTM only at large hidden sizes and long sequences, and hurts at small "
         "ones."),
+    figure_words="fp16 speed-up {}",
     number=NUMBER, name=NAME, statement=STATEMENT, seed_figure=SEED_FIGURE, rule=RULE,
     source="paper (seed 003)",
     citations=("mahorker-lstm-kernels",),
