@@ -109,7 +109,8 @@ def cmd_measure(args: argparse.Namespace) -> int:
     with native_stderr_to(log):
         for claim, select in steps:
             for report in claim.run(device, quick=args.quick, root=args.results_dir, select=select,
-                                    retry_errors=args.retry_errors, deadline=deadline, progress=not args.no_progress):
+                                    retry_errors=args.retry_errors, rerun=args.rerun, deadline=deadline,
+                                    progress=not args.no_progress):
                 print(report, flush=True)
                 left += report.left
     print(f"{left} point(s) left for the next call: run the same command again to resume" if left
@@ -284,6 +285,9 @@ def parser() -> argparse.ArgumentParser:
     mea.add_argument("--deadline", type=float, metavar="SECONDS",
                      help="stop cleanly between points after this many seconds; the next call resumes")
     mea.add_argument("--retry-errors", action="store_true", help="measure again points stored as errors")
+    mea.add_argument("--rerun", action="store_true",
+                     help="measure every point again, stored or not (the pages read the newest rows): for a set "
+                          "stored at another speed")
     mea.add_argument("--results-dir", type=Path, help="results root (default: $LSTMSTUDY_RESULTS or results/)")
     mea.add_argument("--no-progress", action="store_true", help="hide the progress bars")
     mea.set_defaults(func=cmd_measure)

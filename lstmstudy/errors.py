@@ -36,3 +36,7 @@ class ResultsCorrupt(StudyError):
 
 class ParameterError(StudyError, ValueError):
     """A notebook or CLI parameter of the wrong type or value."""
+
+
+class SpeedChanged(StudyError):
+    """This machine runs at another speed than the run(s) that stored a set: rows of the two would be paired."""

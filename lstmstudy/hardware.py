@@ -15,6 +15,7 @@ import platform
 import re
 import subprocess
 import sys
+import time
 from dataclasses import asdict, dataclass, field
 from functools import lru_cache
 from importlib import metadata
@@ -186,6 +187,8 @@ class Fingerprint:
     git_dirty: bool | None = None
     #: the environment variables that change what runs (`ENVIRONMENT`), as set for this run
     environment: dict[str, str] = field(default_factory=dict)
+    #: this run's speed (`calibrate`), where a sweep measured it: one cloud VM id can run 2-3x slower on another day
+    calibration_s: float | None = None
 
     @property
     def hardware_id(self) -> str:
@@ -233,6 +236,50 @@ def _cpu_mhz() -> float | None:
         return round(sum(mhz) / len(mhz), 1) if mhz else None
     except (OSError, ValueError):
         return None
+
+
+#: the calibration's square fp32 GEMM per device kind: about a millisecond on one CPU core or a GPU
+CALIBRATION_SIZE = {"cpu": 256, "cuda": 4096}
+#: two runs of one set whose calibrations differ by more than this factor ran at different speeds: a ratio of their
+#: rows would carry that difference. The fastest of many tries on one thread keeps a loaded 2-core machine well
+#: inside it; the same VM id on two days differed by 2.2x.
+SPEED_TOLERANCE = 1.75
+
+
+def calibrate(device: torch.device, tries: int = 30) -> float:
+    """Seconds of one fixed fp32 GEMM on `device` (`CALIBRATION_SIZE`), the fastest of `tries`: on a CPU on one
+    thread (a neighbour takes threads, rarely a whole core), on a GPU timed with CUDA events after a sync."""
+    import torch
+
+    n = CALIBRATION_SIZE[device.type]
+    a = torch.randn(n, n, device=device)
+    best = float("inf")
+    if device.type == "cuda":
+        torch.mm(a, a)
+        for _ in range(tries):
+            start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+            start.record()
+            torch.mm(a, a)
+            end.record()
+            end.synchronize()
+            best = min(best, start.elapsed_time(end) / 1e3)
+        return best
+    threads = torch.get_num_threads()
+    torch.set_num_threads(1)
+    try:
+        torch.mm(a, a)
+        for _ in range(tries):
+            start = time.perf_counter()
+            torch.mm(a, a)
+            best = min(best, time.perf_counter() - start)
+    finally:
+        torch.set_num_threads(threads)
+    return best
+
+
+def speed_ratio(a: float, b: float) -> float:
+    """How many times faster the faster of two calibrations is (1.0: the same speed)."""
+    return max(a, b) / min(a, b)
 
 
 INTERESTING_FLAGS = ("avx2", "avx512f", "avx512_bf16", "avx512_fp16", "amx_bf16", "amx_tile", "avx512_vnni")

@@ -53,7 +53,7 @@ def hardware_sets(results: pd.DataFrame, claim: str | None = None, root: Path | 
     """Which hardware sets are stored, with how many configurations each, what their verdicts can be (`evidence`),
     how they were timed, and, given the claim's name, the commits they were measured at: a set measured from a
     tree with uncommitted changes says so, since no commit holds the code that measured it."""
-    columns = ["hardware_id", "evidence", "configurations", "timing", "measured at"]
+    columns = ["hardware_id", "evidence", "configurations", "timing", "measured at", "speed"]
     if results.empty:
         return pd.DataFrame(columns=columns)
     bursts = one_burst_sets(results)
@@ -65,8 +65,20 @@ def hardware_sets(results: pd.DataFrame, claim: str | None = None, root: Path | 
         timing = "one burst per row: noise not assessed, no verdict" if hardware_id in bursts else "interleaved rounds"
         rows.append({"hardware_id": hardware_id, "evidence": evidence if timed else "not measured",
                      "configurations": len(part), "timing": timing if timed else "nothing timed",
-                     "measured at": _provenance(part, stored.get(hardware_id, []))})
+                     "measured at": _provenance(part, stored.get(hardware_id, [])),
+                     "speed": _speed(part, stored.get(hardware_id, []))})
     return pd.DataFrame(rows, columns=columns)
+
+
+def _speed(rows: pd.DataFrame, stored: list[dict]) -> str:
+    """The speed calibrations (`hardware.calibrate`) of the runs a set's rows come from: the runs a figure rests on,
+    and whether they ran at one speed (a sweep refuses to mix speeds further apart than its tolerance)."""
+    used = set(rows["fingerprint_id"].dropna()) if "fingerprint_id" in rows else set()
+    found = sorted(fp["calibration_s"] * 1e3 for fp in stored if fp["id"] in used and fp.get("calibration_s"))
+    if not found:
+        return "not recorded (measured before runs were calibrated)"
+    spread = f"{found[0]:.3g} ms" if len(found) == 1 else f"{found[0]:.3g}-{found[-1]:.3g} ms"
+    return f"{len(found)} run(s), fp32 GEMM in {spread}"
 
 
 def _provenance(rows: pd.DataFrame, stored: list[dict]) -> str:
@@ -160,7 +172,7 @@ def glance(claim: Claim, results: pd.DataFrame, verdicts: Sequence[Verdict], roo
         lines.append(f"- **On a CPU** (an analogue, never a reproduction): {claim.analogue}.")
     lines.append("- **Verdicts** (a CPU analogue is never counted as a reproduction):")
     lines += [f"  - `{v.hardware_id}`: **{v.outcome.value}**" if v.outcome == Outcome.NOT_MEASURED else
-              f"  - `{v.hardware_id}` ({v.evidence_label}): **{v.outcome.value}**; 95% interval: {v.interval_text}"
+              f"  - `{v.hardware_id}` ({v.evidence_label}): **{v.outcome.value}**; {v.interval_name}: {v.interval_text}"
               for v in own] or ["  - none: no result set is stored"]
     return "\n".join(lines)
 

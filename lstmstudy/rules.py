@@ -57,6 +57,8 @@ class Verdict:
     low: float | None = None
     high: float | None = None
     parts: tuple[tuple[str, float, float], ...] = ()
+    #: the fewest timings of a row the verdict rests on, where that is too few for a 95% interval (`low_precision`)
+    low_precision: int | None = None
 
     @property
     def evidence(self) -> str:
@@ -84,11 +86,17 @@ class Verdict:
     def interval_text(self) -> str:
         """Every interval the rule decided on (each part's, named), or the one interval; 'none (point rule)' for a
         figure without one, 'none' where nothing was measured."""
+        few = f" (low precision: a row of {self.low_precision} timings)" if self.low_precision else ""
         if self.parts:
-            return "; ".join(f"{name} {low:.3g}-{high:.3g}" for name, low, high in self.parts)
+            return "; ".join(f"{name} {low:.3g}-{high:.3g}" for name, low, high in self.parts) + few
         if self.low is not None:
-            return f"{self.low:.3g}-{self.high:.3g}"
+            return f"{self.low:.3g}-{self.high:.3g}{few}"
         return "none (point rule)" if self.ours is not None else "none"
+
+    @property
+    def interval_name(self) -> str:
+        """What `interval_text` is: a 95% interval, or where a row of too few timings decides, only a spread."""
+        return "spread, not a 95% interval" if self.low_precision else "95% interval"
 
     @property
     def brief(self) -> str:
@@ -211,6 +219,28 @@ def crossover_possible(small: Possible, large: Possible) -> Possible:
 def settle(possible: Possible) -> Outcome:
     """The outcome the data decide, or INCONCLUSIVE while they allow more than one."""
     return next(iter(possible)) if len(possible) == 1 else Outcome.INCONCLUSIVE
+
+
+#: a row timed fewer times than this in all (5 rounds of one sample, say): its "interval" is the spread of a handful
+#: of ratios, so a verdict resting on it alone is not definite (`low_precision`)
+LOW_PRECISION_TIMINGS = 7
+
+
+def timings(round_sizes: object) -> int:
+    """How many timed samples a row holds in all (0 where it records no rounds)."""
+    return int(sum(round_sizes)) if isinstance(round_sizes, (list, tuple)) else 0
+
+
+def low_precision(*round_sizes: object) -> int | None:
+    """The fewest timings among rows (`round_sizes` each) where one is below `LOW_PRECISION_TIMINGS`, else None:
+    a verdict that rests on those rows alone says so and decides nothing."""
+    fewest = min((timings(sizes) for sizes in round_sizes), default=0)
+    return fewest if 0 < fewest < LOW_PRECISION_TIMINGS else None
+
+
+def low_precision_words(fewest: int) -> str:
+    return (f"low precision: it rests on a row of {fewest} timings, fewer than {LOW_PRECISION_TIMINGS}, too few for a "
+            f"definite verdict by itself")
 
 
 #: how a page names the outcome of one part of a rule

@@ -29,7 +29,7 @@ import time
 from abc import ABC, abstractmethod
 from collections.abc import Callable, Iterable, Iterator
 from contextlib import contextmanager
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from datetime import datetime, timezone
 from pathlib import Path
 
@@ -39,7 +39,7 @@ from tqdm.auto import tqdm
 from lstmstudy import hardware, results, terminal
 from lstmstudy.backends import ieee_fp32
 from lstmstudy.contract import Point, PointResult, Prepared
-from lstmstudy.errors import DeviceFailed, Skip
+from lstmstudy.errors import DeviceFailed, Skip, SpeedChanged
 from lstmstudy.timing import Rounds, interleave
 
 #: prepare(point, device): a `Prepared` point to time in the group's rounds, or, for a point measured its
@@ -326,6 +326,23 @@ def _store_unavailable(claim: str, todo: list[Point], protocol: GroupProtocol, d
     return rest
 
 
+def check_speed(claim: str, fp: hardware.Fingerprint, root: Path | None = None) -> None:
+    """Refuse to add rows to a set whose stored runs ran at another speed (`hardware.calibrate`): the claims pair
+    rows of one set in ratios, and rows timed 2x apart in speed would make each ratio 2x wrong."""
+    stored = [f["calibration_s"] for f in results.fingerprints(claim, root).get(fp.hardware_id, [])
+              if f.get("calibration_s")]
+    if not stored or fp.calibration_s is None:
+        return
+    typical = sorted(stored)[len(stored) // 2]
+    apart = hardware.speed_ratio(fp.calibration_s, typical)
+    if apart > hardware.SPEED_TOLERANCE:
+        raise SpeedChanged(
+            f"{claim} on {fp.hardware_id}: this machine ran the speed calibration in {fp.calibration_s * 1e3:.3g} "
+            f"ms, the runs that stored this set in {typical * 1e3:.3g} ms ({apart:.1f}x apart): its rows would be "
+            f"paired with rows timed at another speed. Measure the whole set again at this speed with --rerun (the "
+            f"pages read the newest rows), or measure on the machine that stored it")
+
+
 def run(claim: str, points: Iterable[Point], prepare: Prepare | GroupProtocol, plan: Rounds = Rounds(), *,
         device: str = "auto", root: Path | None = None, rerun: bool = False, retry_errors: bool = False,
         deadline: Deadline | None = None, slow: frozenset[str] = frozenset(), progress: bool = True) -> SweepReport:
@@ -337,7 +354,9 @@ def run(claim: str, points: Iterable[Point], prepare: Prepare | GroupProtocol, p
     throughout (no TF32), whichever framework runs the step.
     """
     dev = hardware.resolve_device(device)
-    fp = hardware.fingerprint(dev)
+    fp = replace(hardware.fingerprint(dev), calibration_s=hardware.calibrate(dev))
+    if not rerun:
+        check_speed(claim, fp, root)
     deadline = deadline or Deadline()
     results.record_fingerprint(claim, fp.as_dict(), root)
     report = SweepReport(claim=claim, path=results.set_path(claim, fp.hardware_id, root),

@@ -411,3 +411,16 @@ def test_whole_epochs_measured_for_real_are_paired_and_decide(tmp_path):
     assert set(claim.epoch_times(frame).timed) == {"whole epochs"}
     (verdict,) = claim.verdicts(frame)
     assert verdict.outcome != Outcome.NOT_MEASURED and verdict.low <= verdict.ours <= verdict.high
+
+
+def test_a_verdict_on_a_handful_of_timings_is_low_precision_and_decides_nothing(tmp_path):
+    """Five whole epochs, one per round: their ratios' spread is no 95% interval, and one configuration of them
+    cannot settle the claim (f26m2's 1.83-1.89 was the min-max of 5 ratios)."""
+    _store(tmp_path, CPU, _epochs(1.0, _speedup_for(3.3)), REAL, rounds=(1, 1, 1, 1, 1))
+    (verdict,) = claim.verdicts(results.load(claim.NAME, tmp_path))
+    assert verdict.outcome == Outcome.INCONCLUSIVE and verdict.low_precision == 5
+    assert verdict.interval_name == "spread, not a 95% interval"  # what the page's box calls it
+    assert verdict.interval_text.endswith(" (low precision: a row of 5 timings)")
+    assert verdict.ours_text.startswith(f"{verdict.ours:.2f}x (low precision, the spread of 5 timings ")
+    assert verdict.ours_text.endswith("low precision: it rests on a row of 5 timings, fewer than 7, too few for a "
+                                      "definite verdict by itself")

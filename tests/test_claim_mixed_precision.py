@@ -278,3 +278,17 @@ def test_the_pages_words_hold_with_or_without_a_gpu_set():
     assert "once a GPU set holds" not in markdown
     assert f"on a GPU `{claim.AMP_KERNEL}`" in markdown
     assert "the module held in the 16-bit type on a GPU" not in markdown
+
+
+def test_a_part_resting_on_a_handful_of_timings_is_undecided_and_its_spread_is_no_95_percent_interval():
+    """The largest shape timed in 5 single-sample rounds: part (ii) could go either way, so a claim that would
+    be reproduced is inconclusive, and its spread is named for what it is."""
+    data = frame(CPU, 0.9, 1.5).assign(round_sizes=[[2, 2, 2, 2, 1]] * 16)
+    few = (data.hidden == 1024) & (data.timesteps == 64)
+    data.loc[few, "samples"] = data.loc[few, "samples"].map(lambda s: s[:5])
+    data.loc[few, "round_sizes"] = data.loc[few, "round_sizes"].map(lambda _: [1, 1, 1, 1, 1])
+    verdict = next(v for v in claim.verdicts(data) if v.hardware_id == CPU)
+    assert verdict.outcome == Outcome.INCONCLUSIVE
+    assert "part (i) holds, part (ii) undecided (low precision: it rests on a row of 5 timings" in verdict.ours_text
+    assert "1.50x (low precision, the spread of 5 timings " in verdict.ours_text
+    assert outcome(frame(CPU, 0.9, 1.5).assign(round_sizes=[[2, 2, 2, 2, 1]] * 16)) == Outcome.REPRODUCED

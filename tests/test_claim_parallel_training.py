@@ -116,6 +116,7 @@ def test_a_one_gpu_nodes_skipped_rows_are_stored_before_its_run_starts(tmp_path,
 
     monkeypatch.setattr(hardware, "resolve_device", lambda device: torch.device("cuda"))
     monkeypatch.setattr(hardware, "fingerprint", lambda device: GPU)
+    monkeypatch.setattr(hardware, "calibrate", lambda device: 1e-3)  # no real GPU to time
     monkeypatch.setattr(claim, "visible_devices", lambda kind: 1)
     timeouts = []
 
@@ -140,6 +141,7 @@ def test_a_run_the_deadline_cut_short_is_left_for_the_next_call(tmp_path, monkey
     monkeypatch.setattr(claim, "visible_devices", lambda kind: 1)
     monkeypatch.setattr(hardware, "resolve_device", lambda device: torch.device("cuda"))
     monkeypatch.setattr(hardware, "fingerprint", lambda device: GPU)
+    monkeypatch.setattr(hardware, "calibrate", lambda device: 1e-3)  # no real GPU to time
 
     def timed_out(spec, processes, *, timeout_s, **options):
         raise launch.TimedOut(f"the run passed its time limit of {timeout_s:.0f} s and was stopped")
@@ -162,6 +164,7 @@ def test_measure_goes_through_the_sweep(tmp_path, monkeypatch):
 
     monkeypatch.setattr(hardware, "resolve_device", lambda device: torch.device("cuda"))
     monkeypatch.setattr(hardware, "fingerprint", lambda device: GPU)
+    monkeypatch.setattr(hardware, "calibrate", lambda device: 1e-3)  # no real GPU to time
     monkeypatch.setattr(claim, "visible_devices", lambda kind: 2)
     runs = []
 

@@ -272,3 +272,11 @@ def test_the_lease_keeps_what_the_verdicts_read():
     timed = {p.key() for p in default if p.kernel in read and p.precision == "fp32" and not p.config
              and p.shape in {q.shape for q in default if q.kernel == "torch.fused"}}
     assert timed <= {p.key() for p in lease}
+
+
+@pytest.mark.parametrize(("rounds", "fewest"), [
+    ([[1] * 5], 5), ([[1] * 6, [10] * 5], 6), ([[1] * 7], None), ([[3] * 5], None), ([[]], None), ([None], None)])
+def test_a_row_of_fewer_than_seven_timings_is_low_precision(rounds, fewest):
+    from lstmstudy.rules import low_precision
+
+    assert low_precision(*rounds) == fewest

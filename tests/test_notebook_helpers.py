@@ -33,8 +33,11 @@ def test_every_interval_that_decided_is_in_the_table():
     assert notebook.verdict_table([two])["95% interval"][0] == "PyTorch 1.7-1.9; TF 1.8-2.3"
 
 
-def _store(root, hardware_id: str, dirty: bool | None, commit: str = "abc123") -> None:
+def _store(root, hardware_id: str, dirty: bool | None, commit: str = "abc123", calibration_s: float | None = None
+           ) -> None:
     fingerprint = {"hardware_id": hardware_id, "device_kind": "cpu", "git_commit": commit}
+    if calibration_s is not None:
+        fingerprint["calibration_s"] = calibration_s
     if dirty is not None:
         fingerprint["git_dirty"] = dirty
     path = results.record_fingerprint(claim.NAME, fingerprint, root)
@@ -76,6 +79,15 @@ def test_a_gpu_hosts_cpu_set_is_named_by_the_verdict_it_is_paired_in(tmp_path):
     data = results.load(claim.NAME, tmp_path)
     box = notebook.glance(claim.CLAIM, data, [verdict("cuda-x vs cpu-host-16t", Outcome.PARTLY)], tmp_path)
     assert "`cpu-host-16t` (paired in the GPU verdict `cuda-x vs cpu-host-16t`, 1 configurations" in box
+
+
+def test_a_set_says_at_what_speed_its_runs_were_measured(tmp_path):
+    _store(tmp_path, "cpu-fast-2t", False, calibration_s=0.000195)
+    _store(tmp_path, "cpu-old-2t", False)
+    speed = notebook.hardware_sets(results.load(claim.NAME, tmp_path), claim.NAME, tmp_path).set_index(
+        "hardware_id")["speed"]
+    assert speed.to_dict() == {"cpu-fast-2t": "1 run(s), fp32 GEMM in 0.195 ms",
+                               "cpu-old-2t": "not recorded (measured before runs were calibrated)"}
 
 
 def test_a_table_without_rows_is_a_sentence_and_a_missing_value_is_words():

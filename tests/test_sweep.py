@@ -131,6 +131,39 @@ def test_rerun_measures_again_and_load_keeps_the_newest(results_root):
     assert len(results.load("demo", latest=False)) == 4 and len(results.load("demo")) == 2
 
 
+def test_a_set_stored_at_another_speed_is_refused_in_one_line_and_kept(results_root, monkeypatch):
+    """The same VM id ran 2.2x slower on another day: resuming would pair rows timed at two speeds in every ratio.
+    Within the calibration's tolerance, a set stored before calibrations existed, or `rerun` go on."""
+    from lstmstudy import hardware
+    from lstmstudy.errors import SpeedChanged
+
+    speed = {"s": 1e-3}
+    monkeypatch.setattr(hardware, "calibrate", lambda device: speed["s"])
+    sweep.run("demo", grid(2), lambda p, d: fake_outcome(), device="cpu", progress=False)
+    stored = results.set_path("demo", fingerprint("cpu").hardware_id)
+    before, fingerprints = stored.read_text(), stored.with_suffix(".json").read_text()
+    speed["s"] = 2.2e-3
+    with pytest.raises(SpeedChanged) as refused:
+        sweep.run("demo", grid(4), lambda p, d: fake_outcome(), device="cpu", progress=False)
+    said = str(refused.value)
+    assert "\n" not in said and "in 2.2 ms, the runs that stored this set in 1 ms (2.2x apart)" in said
+    assert "--rerun" in said
+    assert stored.read_text() == before and stored.with_suffix(".json").read_text() == fingerprints
+    assert sweep.run("demo", grid(4), lambda p, d: fake_outcome(), device="cpu", progress=False,
+                     rerun=True).measured == 4
+    speed["s"] = 2.0e-3  # near the stored runs' typical speed now (their upper median, 2.2 ms)
+    assert sweep.run("demo", grid(5), lambda p, d: fake_outcome(), device="cpu", progress=False).measured == 1
+
+
+def test_the_calibration_is_a_fixed_gemm_timed_as_its_fastest_try():
+    from lstmstudy import hardware
+
+    threads = torch.get_num_threads()
+    seconds = hardware.calibrate(torch.device("cpu"), tries=5)
+    assert 0 < seconds < 1 and torch.get_num_threads() == threads  # one thread while timing, the user's after
+    assert hardware.speed_ratio(1.0, 2.2) == hardware.speed_ratio(2.2, 1.0) == pytest.approx(2.2)
+
+
 def test_a_deadline_stops_between_points_and_the_next_call_resumes(results_root):
     deadline = sweep.Deadline.after(0.0)  # already passed: only the first point of the command starts
     report = sweep.run("demo", grid(), lambda p, d: fake_outcome(), device="cpu", progress=False, deadline=deadline)

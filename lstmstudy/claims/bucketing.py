@@ -66,7 +66,8 @@ from lstmstudy.claims import Claim
 from lstmstudy.errors import ParameterError
 from lstmstudy.observe import what_ran
 from lstmstudy.parameters import check_choices, check_positive_ints
-from lstmstudy.rules import ONE_BURST_WORDS, Bands, Outcome, Verdict, one_burst_sets
+from lstmstudy.rules import (ONE_BURST_WORDS, Bands, Outcome, Verdict, low_precision, low_precision_words,
+                             one_burst_sets)
 from lstmstudy.shapes import LSTMShape
 from lstmstudy.stats import interleaved, row_ratio
 
@@ -330,7 +331,7 @@ def speedups(results: pd.DataFrame) -> pd.DataFrame:
     """
     ok = _with_config(results)
     cols = [*_setting_columns(), "plan", "baseline", "ratio", "ratio_lo", "ratio_hi", "work_ratio", "tracking",
-            "tracking_lo", "tracking_hi", "paired"]
+            "tracking_lo", "tracking_hi", "paired", "low_precision"]
     if ok.empty:
         return pd.DataFrame(columns=cols)
     rows = []
@@ -348,7 +349,9 @@ def speedups(results: pd.DataFrame) -> pd.DataFrame:
                 rows.append({**dict(zip(_setting_columns(), key)), "plan": plan, "baseline": baseline,
                              "ratio": ratio, "ratio_lo": lo, "ratio_hi": hi, "work_ratio": work,
                              "tracking": ratio / work, "tracking_lo": lo / work, "tracking_hi": hi / work,
-                             "paired": interleaved(base, row)})
+                             "paired": interleaved(base, row),
+                             "low_precision": low_precision(getattr(base, "round_sizes", None),
+                                                              getattr(row, "round_sizes", None))})
     return pd.DataFrame(rows, columns=cols).sort_values([*_setting_columns(), "baseline", "plan"], key=_plan_order,
                                                         ).reset_index(drop=True)
 
@@ -446,7 +449,9 @@ def verdicts(results: pd.DataFrame) -> list[Verdict]:
                                Outcome.NOT_MEASURED, RULE))
             continue
         tracking = _interval_text(head.tracking, head.tracking_lo, head.tracking_hi)
-        text = (f"{head.ratio:.2f}x (95% CI {head.ratio_lo:.2f}-{head.ratio_hi:.2f}) epoch-time speed-up of auto "
+        few = head.low_precision  # a handful of timings gives a spread, not a 95% interval: it is not called one
+        ci = "95% CI" if pd.isna(few) else f"low precision, the spread of {int(few)} timings"
+        text = (f"{head.ratio:.2f}x ({ci} {head.ratio_lo:.2f}-{head.ratio_hi:.2f}) epoch-time speed-up of auto "
                 f"buckets over per-batch padding ({HEADLINE}; {describe_setting(head)}); padded work "
                 f"{head.work_ratio:.2f}x less, time / work {tracking}")
         other = rows[rows.baseline == GLOBAL_MAX]
@@ -454,9 +459,12 @@ def verdicts(results: pd.DataFrame) -> list[Verdict]:
             o = other.iloc[0]
             text += (f"; context, not deciding: {o.ratio:.2f}x (95% CI {o.ratio_lo:.2f}-{o.ratio_hi:.2f}) over "
                      f"padding to the corpus maximum (padded work {o.work_ratio:.2f}x less)")
-        out.append(Verdict(NAME, STATEMENT, hardware_id, SEED_FIGURE, float(head.ratio), text,
-                           BANDS.decide(head.ratio_lo, head.ratio_hi), RULE, float(head.ratio_lo),
-                           float(head.ratio_hi)))
+        outcome = BANDS.decide(head.ratio_lo, head.ratio_hi)
+        if pd.notna(few):  # one configuration decides: its few timings cannot settle it
+            outcome, text = Outcome.INCONCLUSIVE, f"{text}; {low_precision_words(int(few))}"
+        out.append(Verdict(NAME, STATEMENT, hardware_id, SEED_FIGURE, float(head.ratio), text, outcome, RULE,
+                           float(head.ratio_lo), float(head.ratio_hi),
+                           low_precision=None if pd.isna(few) else int(few)))
     return out
 
 

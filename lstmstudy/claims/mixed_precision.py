@@ -36,7 +36,8 @@ from lstmstudy.claims import Claim, Lease
 from lstmstudy.observe import what_ran
 from lstmstudy.parameters import check_bool, check_choices, check_positive_ints
 from lstmstudy.results import config_text
-from lstmstudy.rules import PART_WORDS, Outcome, Verdict, combine, holds_below, holds_from, settle
+from lstmstudy.rules import (PART_WORDS, Outcome, Verdict, combine, holds_below, holds_from, low_precision,
+                             low_precision_words, settle)
 from lstmstudy.shapes import LSTMShape
 from lstmstudy.stats import percentile_interval, row_replicates
 
@@ -183,7 +184,7 @@ def speedups(results: pd.DataFrame) -> pd.DataFrame:
     `fp32_kernel` what ran at fp32; `flops` the configuration's work, which orders shapes by size.
     """
     columns = [*PAIR_KEYS, "precision", "ratio", "ratio_lo", "ratio_hi", "replicates", "fp32_ms", "low_ms",
-               "observed_kernel", "fp32_kernel", "flops"]
+               "observed_kernel", "fp32_kernel", "flops", "low_precision"]
     if results.empty:
         return pd.DataFrame(columns=columns)
     ok = labelled(results[results.status == "ok"])
@@ -200,7 +201,8 @@ def speedups(results: pd.DataFrame) -> pd.DataFrame:
                      "ratio_lo": lo, "ratio_hi": hi, "replicates": boot, "fp32_ms": ref["median_s"] * 1e3,
                      "low_ms": row["median_s"] * 1e3,
                      "observed_kernel": what_ran(row["observed_kernel"], row["predicted_kernel"]),
-                     "fp32_kernel": what_ran(ref["observed_kernel"], ref["predicted_kernel"]), "flops": _flops(row)})
+                     "fp32_kernel": what_ran(ref["observed_kernel"], ref["predicted_kernel"]), "flops": _flops(row),
+                     "low_precision": low_precision(ref.get("round_sizes"), row.get("round_sizes"))})
     return pd.DataFrame(rows, columns=columns)
 
 
@@ -217,7 +219,7 @@ def extremes(results: pd.DataFrame) -> pd.DataFrame:
     the fewest FLOPs ('smallest') and at the one with the most ('largest'), with bootstrap intervals."""
     table = speedups(results)
     columns = ["hardware_id", "precision", "phase", "end", "shape", "ratio", "ratio_lo", "ratio_hi",
-               "replicates", "fp32_ms", "low_ms", "observed_kernel"]
+               "replicates", "fp32_ms", "low_ms", "observed_kernel", "low_precision"]
     rows = []
     for hardware_id, part in table.groupby("hardware_id", sort=True):
         precision = HEADLINE_PRECISION[_kind(hardware_id)]
@@ -235,8 +237,14 @@ def extremes(results: pd.DataFrame) -> pd.DataFrame:
 def _ends_text(part: pd.DataFrame) -> str:
     """'1.07x (95% CI 1.05-1.07) at H=64 T=16 B=32, 2.06x (...) at H=1024 T=128 B=32' for one phase's two ends."""
     ends = part.set_index("end")
-    return ", ".join(f"{ends.ratio[end]:.2f}x (95% CI {ends.ratio_lo[end]:.2f}-{ends.ratio_hi[end]:.2f}) at "
-                     f"{ends['shape'][end]}" for end in ("smallest", "largest"))
+
+    def interval(end: str) -> str:  # a low-precision row's spread is no 95% interval, and is not called one
+        what = ("95% CI" if pd.isna(ends.low_precision[end])
+                else f"low precision, the spread of {int(ends.low_precision[end])} timings")
+        return f"{what} {ends.ratio_lo[end]:.2f}-{ends.ratio_hi[end]:.2f}"
+
+    return ", ".join(f"{ends.ratio[end]:.2f}x ({interval(end)}) at {ends['shape'][end]}"
+                     for end in ("smallest", "largest"))
 
 
 def verdicts(results: pd.DataFrame) -> list[Verdict]:
@@ -255,17 +263,22 @@ def verdicts(results: pd.DataFrame) -> list[Verdict]:
             out.append(Verdict(NAME, STATEMENT, hardware_id, SEED_FIGURE, None, text, Outcome.NOT_MEASURED, RULE))
             continue
         small, large = (deciding[deciding.end == end].iloc[0] for end in ("smallest", "largest"))
-        part_i = SMALL_PART.decide(small.ratio_lo, small.ratio_hi)
-        part_ii = LARGE_PART.decide(large.ratio_lo, large.ratio_hi)
-        outcome = settle(combine([SMALL_PART.possible(small.ratio_lo, small.ratio_hi),
-                                  LARGE_PART.possible(large.ratio_lo, large.ratio_hi)]))
+        # a part resting on a low-precision row could go either way: its few timings decide nothing
+        possible = [frozenset({Outcome.REPRODUCED, Outcome.NOT_REPRODUCED}) if pd.notna(end.low_precision)
+                    else bands.possible(end.ratio_lo, end.ratio_hi)
+                    for bands, end in ((SMALL_PART, small), (LARGE_PART, large))]
+        words = [f"undecided ({low_precision_words(int(end.low_precision))})" if pd.notna(end.low_precision)
+                 else PART_WORDS[bands.decide(end.ratio_lo, end.ratio_hi)]
+                 for bands, end in ((SMALL_PART, small), (LARGE_PART, large))]
+        outcome = settle(combine(possible))
         beside = (f"; training, beside it and not deciding: {_ends_text(training)}" if not training.empty
                   else "; training not measured")
         text = (f"{DECIDING_PHASE}, {precision} over fp32 ({kernel}): {_ends_text(deciding)}; part (i) "
-                f"{PART_WORDS[part_i]}, part (ii) {PART_WORDS[part_ii]}{beside}")
+                f"{words[0]}, part (ii) {words[1]}{beside}")
         parts = (("part (i)", small.ratio_lo, small.ratio_hi), ("part (ii)", large.ratio_lo, large.ratio_hi))
+        few = [int(end.low_precision) for end in (small, large) if pd.notna(end.low_precision)]
         out.append(Verdict(NAME, STATEMENT, hardware_id, SEED_FIGURE, large.ratio, text, outcome, RULE,
-                           large.ratio_lo, large.ratio_hi, parts))
+                           large.ratio_lo, large.ratio_hi, parts, low_precision=min(few) if few else None))
     return out
 
 
