@@ -212,26 +212,59 @@ def cmd_reproduce(args: argparse.Namespace) -> int:
     return 0
 
 
+#: what `lstmstudy explain` exits with: a gate a CI step can read
+EXPLAIN_FUSED, EXPLAIN_FALLS_BACK, EXPLAIN_UNREADABLE = 0, 1, 2
+#: the saved models a folder given to `lstmstudy explain` holds
+MODEL_SUFFIXES = (".keras", ".h5")
+
+
+def explain_targets(paths: list[Path]) -> list[Path]:
+    """The files to explain: each file as given (read or refused by `explain_saved_model`), each folder's saved
+    models (`MODEL_SUFFIXES`) at any depth, in name order."""
+    out = []
+    for path in paths:
+        found = sorted(p for p in path.rglob("*") if p.suffix in MODEL_SUFFIXES) if path.is_dir() else [path]
+        out += found or [path]  # a folder without models is named as such by explain_saved_model
+    return out
+
+
 def cmd_explain(args: argparse.Namespace) -> int:
-    if args.tables == (args.path is not None):
-        raise StudyError("give either a saved model's PATH or --tables")
+    """Each model's recurrent layers; exit 0 when every one gets the fused kernel, 1 when any falls back, 2 when a
+    file cannot be read (each such file says why in one line on stderr, and the others are still explained)."""
+    if args.tables == bool(args.paths):
+        raise StudyError("give either saved models' PATHs or --tables")
     if args.tables:
         from lstmstudy.explained import write
 
         for path, changed in write(root=args.results_dir).items():
             print(f"{'wrote' if changed else 'unchanged:'} {path}")
         return 0
+    from lstmstudy.errors import NoRecurrentLayers
     from lstmstudy.watch import explain_saved_model
 
-    findings = explain_saved_model(args.path, results_root=args.results_dir)
-    if args.json:
-        print(json.dumps({"model": str(args.path), "explained_for": "a CUDA GPU with cuDNN",
-                          "layers": [finding.as_dict() for finding in findings]}, indent=2))
-        return 0
-    print(f"{args.path}: {len(findings)} recurrent layer(s), as they would run on a CUDA GPU with cuDNN")
-    for finding in findings:
-        print(finding)
-    return 0
+    status, answers = EXPLAIN_FUSED, []
+    for path in explain_targets(args.paths):
+        answer: dict = {"model": str(path), "explained_for": "a CUDA GPU with cuDNN"}
+        try:
+            findings = explain_saved_model(path, results_root=args.results_dir)
+        except NoRecurrentLayers as exc:
+            findings, answer["note"] = [], str(exc)
+        except StudyError as exc:
+            print(f"lstmstudy: error: {exc}", file=sys.stderr)
+            status = EXPLAIN_UNREADABLE
+            answers.append({**answer, "error": str(exc)})
+            continue
+        if any(not finding.fused for finding in findings) and status == EXPLAIN_FUSED:
+            status = EXPLAIN_FALLS_BACK
+        answers.append({**answer, "layers": [finding.as_dict() for finding in findings]})
+        if not args.json:
+            print(answer.get("note") or f"{path}: {len(findings)} recurrent layer(s), as they would run on a CUDA "
+                                        f"GPU with cuDNN")
+            for finding in findings:
+                print(finding)
+    if args.json and answers:
+        print(json.dumps(answers[0] if len(answers) == 1 else answers, indent=2))
+    return status
 
 
 def cmd_published(args: argparse.Namespace) -> int:
@@ -309,7 +342,10 @@ def parser() -> argparse.ArgumentParser:
 
     exp = sub.add_parser("explain", help="say which recurrent layers of a saved Keras model (.keras) would miss "
                                          "cuDNN on a GPU, why, the fix, and the slowdown claim 1 measured")
-    exp.add_argument("path", type=Path, nargs="?", metavar="PATH", help="a model saved with model.save('....keras')")
+    exp.add_argument("paths", type=Path, nargs="*", metavar="PATH",
+                     help="models saved with model.save('....keras') (or .h5), or folders of them; exit status 0 when "
+                          "every recurrent layer gets cuDNN's fused kernel, 1 when any falls back, 2 when a file "
+                          "cannot be read")
     exp.add_argument("--tables", action="store_true",
                      help="instead of a model: explain the settings the pages of claims 1 and 5 show and store them in "
                           "the checkout's results/explained/, where the pages read them (or under --results-dir)")

@@ -40,3 +40,7 @@ class ParameterError(StudyError, ValueError):
 
 class SpeedChanged(StudyError):
     """This machine runs at another speed than the run(s) that stored a set: rows of the two would be paired."""
+
+
+class NoRecurrentLayers(StudyError):
+    """A saved model without recurrent layers: readable, and nothing in it can miss cuDNN."""

@@ -27,6 +27,7 @@ for a saved `.keras` model (`explain_saved_model`).
 from __future__ import annotations
 
 import math
+import re
 import sys
 import warnings
 import zipfile
@@ -40,7 +41,7 @@ import torch
 from torch import nn
 
 from lstmstudy import observe
-from lstmstudy.errors import StudyError
+from lstmstudy.errors import NoRecurrentLayers, StudyError
 from lstmstudy.kernels.criteria import Explanation, Reason, explain_cudnn, recurrent_layers
 
 #: the reasons that only say the layer is not on a GPU: on a machine without one, the warning is about a GPU
@@ -515,11 +516,15 @@ def explain_saved_model(path: Path, *, results_root: Path | None = None) -> list
         try:
             model = keras.saving.load_model(path, compile=False)
         except Exception as exc:  # Keras raises ValueError, OSError, KeyError, ... for what it cannot read
+            if custom := re.search(r"Could not locate (?:class|function) '([^']+)'", str(exc)):
+                raise StudyError(
+                    f"{path} uses a custom class, {custom[1]}, that Keras cannot find: import the module that "
+                    f"defines it (decorated with keras.saving.register_keras_serializable) before loading") from None
             first = str(exc).strip().split(". ")[0] or type(exc).__name__
             raise StudyError(f"{path} is not a Keras model Keras can load ({first})") from None
         layers = recurrent_layers(model)
         if not layers:
-            raise StudyError(f"{path} has no recurrent layers (LSTM, GRU, SimpleRNN or RNN) to explain")
+            raise NoRecurrentLayers(f"{path} has no recurrent layers (LSTM, GRU, SimpleRNN or RNN) to explain")
         try:
             explanations = explain_cudnn(model, device="cuda")
         except ValueError as exc:  # a backend the explainer does not model (jax)

@@ -4,6 +4,7 @@ import json
 import re
 import subprocess
 import sys
+from pathlib import Path
 
 import pytest
 import torch
@@ -167,13 +168,12 @@ def _saved_model(path, recurrent: bool):
 def _bad_inputs(tmp_path):
     (tmp_path / "notes.txt").write_text("not a model\n")
     (tmp_path / "fake.keras").write_text("not a zip\n")
-    _saved_model(tmp_path / "dense.keras", recurrent=False)
+    (tmp_path / "empty").mkdir()
     return {
         "missing": (tmp_path / "nope.keras", "no such file: "),
         "a text file": (tmp_path / "notes.txt", "is not a Keras model Keras can load (File format not supported"),
         "a .keras that is not a zip": (tmp_path / "fake.keras", "is not a Keras model: a .keras file is a zip"),
-        "no recurrent layers": (tmp_path / "dense.keras", "has no recurrent layers"),
-        "a folder": (tmp_path, "is not a file"),
+        "a folder without models": (tmp_path / "empty", "is not a file"),
     }
 
 
@@ -204,7 +204,7 @@ def test_explain_bad_inputs_are_one_clear_line_and_write_nothing(tmp_path, capfd
 def test_explain_prints_each_layer_and_the_cost(tmp_path, capfd):
     path = _saved_model(tmp_path / "blog.keras", recurrent=True)
     out = run("explain", str(path), "--results-dir", str(tmp_path / "results"))
-    assert out.returncode == 0 and out.stderr == "", out.stderr
+    assert out.returncode == 1 and out.stderr == "", out.stderr  # a layer falls back: the gate says so
     # the Keras backend depends on the environment (tensorflow here; torch once a test has chosen it)
     assert re.search(r"LSTM layer 'lstm' \[keras/\w+\]: on a GPU this layer would not use cuDNN", out.stdout)
     assert "activation='tanh'" in out.stdout and "no GPU measurement is stored yet" in out.stdout
@@ -213,3 +213,44 @@ def test_explain_prints_each_layer_and_the_cost(tmp_path, capfd):
     layers = json.loads(done.stdout)["layers"]
     assert [(layer["layer"], layer["fused"]) for layer in layers] == [("lstm", False), ("lstm_1", True)]
     assert layers[0]["reasons"][0]["code"] == "activation" and layers[0]["cost"]["ratio"] is None
+
+
+def test_explain_is_a_gate_over_files_and_folders(tmp_path, capfd):
+    """Exit 0 when every recurrent layer gets the fused kernel (a model without one has nothing to miss), 1 when
+    any falls back, 2 when a file cannot be read, which says why in one line while the others are still
+    explained; a folder stands for the saved models in it."""
+    import keras
+
+    models = tmp_path / "models"
+    models.mkdir()
+    keras.Sequential([keras.Input((5, 3)), keras.layers.LSTM(4, name="fast")]).save(models / "a_fused.keras")
+    _saved_model(models / "b_dense.keras", recurrent=False)
+    results_dir = ("--results-dir", str(tmp_path / "results"))
+    fused = _in_process(capfd, "explain", str(models), *results_dir)
+    assert fused.returncode == 0 and fused.stderr == "", fused.stderr
+    assert "a_fused.keras: 1 recurrent layer(s)" in fused.stdout
+    assert "b_dense.keras has no recurrent layers" in fused.stdout
+    _saved_model(tmp_path / "blog.keras", recurrent=True)
+    assert _in_process(capfd, "explain", str(models), str(tmp_path / "blog.keras"), *results_dir).returncode == 1
+    (models / "c_broken.keras").write_text("not a zip\n")
+    done = _in_process(capfd, "explain", str(models), str(tmp_path / "blog.keras"), "--json", *results_dir)
+    assert done.returncode == 2 and done.stderr.count("\n") == 1
+    assert "c_broken.keras is not a Keras model" in done.stderr
+    answers = json.loads(done.stdout)
+    assert [Path(a["model"]).name for a in answers] == ["a_fused.keras", "b_dense.keras", "c_broken.keras",
+                                                          "blog.keras"]
+    assert "error" in answers[2] and answers[1]["layers"] == [] and answers[3]["layers"][0]["fused"] is False
+
+
+def test_explain_names_a_custom_class_keras_cannot_find(tmp_path, capfd):
+    import keras
+
+    class Gated(keras.layers.Layer):  # not registered: a loader elsewhere cannot find it
+        def call(self, x):
+            return x
+
+    path = tmp_path / "custom.keras"
+    keras.Sequential([keras.Input((5, 3)), Gated(), keras.layers.LSTM(4)]).save(path)
+    done = _in_process(capfd, "explain", str(path), "--results-dir", str(tmp_path / "results"))
+    assert done.returncode == 2 and done.stderr.count("\n") == 1, done.stderr
+    assert "uses a custom class, Gated, that Keras cannot find: import the module that defines it" in done.stderr

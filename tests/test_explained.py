@@ -126,4 +126,4 @@ def test_explain_tables_writes_the_store_and_nothing_when_a_row_failed(tmp_path,
 @pytest.mark.parametrize("args", [["explain"], ["explain", "model.keras", "--tables"]])
 def test_explain_takes_a_model_or_tables(args, capsys):
     assert cli.main(args) == 2
-    assert capsys.readouterr().err == "lstmstudy: error: give either a saved model's PATH or --tables\n"
+    assert capsys.readouterr().err == "lstmstudy: error: give either saved models' PATHs or --tables\n"

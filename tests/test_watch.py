@@ -361,4 +361,5 @@ def test_the_page_prints_the_blog_models_warning_and_the_stored_cost(tmp_path):
     assert re.search(r"LSTM layer 'lstm' \[keras/\w+\]", watched) and "'lstm_1'" not in watched
     assert "3.00x slower than cuDNN" in watched and "3.00x slower than cuDNN" in explained
     assert re.search(r"LSTM layer 'lstm_1' \[keras/\w+\]: cuDNN's fused kernel on a GPU", explained)
+    assert explained.rstrip().endswith("exit status 1")  # the gate: a layer falls back
     assert fixed == "0 FallbackWarning(s)\n" and stopped.startswith("stopped at layer 'lstm'")
