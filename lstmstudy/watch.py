@@ -220,8 +220,9 @@ class Finding:
     def __str__(self) -> str:
         name = f"{self.layer_type} layer {self.layer!r} [{self.framework}]"
         what = observe.MEANING.get(self.kernel, self.kernel)
-        if self.fused:
-            return f"{name}: {what}" + (" on a GPU" if self.on_gpu else "")
+        if self.fused:  # a note still matters: a mask that cuDNN takes only right-padded
+            return "\n".join([f"{name}: {what}" + (" on a GPU" if self.on_gpu else ""),
+                              *(f"  note: {n.message}" for n in self.notes)])
         if self.on_gpu:
             head = f"{name}: on a GPU this layer would not use cuDNN but {what}, because:"
         else:
@@ -497,9 +498,10 @@ def __getattr__(name: str):
 def explain_saved_model(path: Path, *, results_root: Path | None = None) -> list[Finding]:
     """Every recurrent layer of a saved Keras model as it would run on a GPU with cuDNN, with the cost.
 
-    Nothing is run: the model is loaded without compiling, and each layer explained with `explain_cudnn`
-    (device 'cuda'). `StudyError` names a missing file, a file Keras cannot load, or a model without
-    recurrent layers.
+    The model is loaded without compiling, and each layer explained with `explain_cudnn` (device 'cuda'). Where a
+    layer makes a mask (Embedding(mask_zero=True), Masking), the model is called once on a batch of ones, so
+    Keras's own propagation shows which recurrent layers the mask reaches; nothing else is run. `StudyError`
+    names a missing file or a file Keras cannot load; `NoRecurrentLayers` a model without recurrent layers.
     """
     path = Path(path)
     if not path.exists():
@@ -525,10 +527,13 @@ def explain_saved_model(path: Path, *, results_root: Path | None = None) -> list
         layers = recurrent_layers(model)
         if not layers:
             raise NoRecurrentLayers(f"{path} has no recurrent layers (LSTM, GRU, SimpleRNN or RNN) to explain")
+        masked = _masks_made(keras, model)
+        inputs = _unpadded_batch(model) if masked else None
         try:
-            explanations = explain_cudnn(model, device="cuda")
+            explanations = explain_cudnn(model, inputs=inputs, device="cuda")
         except ValueError as exc:  # a backend the explainer does not model (jax)
             raise StudyError(f"{path}: {exc}") from None
+        backend = keras.backend.backend()
     batch = model.inputs[0].shape[0] if getattr(model, "inputs", None) else None
     findings = []
     for (name, layer), explanation in zip(layers, explanations):
@@ -536,6 +541,36 @@ def explain_saved_model(path: Path, *, results_root: Path | None = None) -> list
         cost = None if explanation.fused_eligible else measured_cost(
             explanation.codes, layer_type=layer_type, batch=batch, hidden=getattr(layer.cell, "units", None),
             framework=explanation.framework, root=results_root)
+        notes = explanation.notes
+        if masked and inputs is None:
+            notes += (Reason("mask_unknown", f"{masked} makes a mask, but this model's inputs have no shape to "
+                                             f"call it with: whether the mask reaches this layer is not checked"),)
+        elif explanation.masked and backend == "tensorflow" and explanation.fused_eligible:
+            notes += (Reason("mask_right_padded_only", f"{masked} makes a mask that reaches this layer: cuDNN runs "
+                             f"it only while every sequence is right-padded, and keras.utils.pad_sequences pads on "
+                             f"the left unless padding='post'; on the torch backend any mask means the generic "
+                             f"loop"),)
         findings.append(Finding(name, layer_type, explanation.framework, explanation.kernel, explanation.reasons,
-                                explanation.notes, on_gpu=True, cost=cost))
+                                notes, on_gpu=True, cost=cost))
     return findings
+
+
+def _masks_made(keras, model) -> str:
+    """The layers of a loaded model that make a mask (`Embedding(mask_zero=True)`, `Masking`), named; '' if none."""
+    found = [layer for layer in model._flatten_layers(include_self=False)
+             if isinstance(layer, keras.layers.Masking)
+             or (isinstance(layer, keras.layers.Embedding) and getattr(layer, "mask_zero", False))]
+    return ", ".join(f"{type(layer).__name__} {layer.name!r}" for layer in found)
+
+
+def _unpadded_batch(model) -> object | None:
+    """One batch of ones for a saved model's inputs (no step padded, no value masked), so that Keras's own mask
+    propagation shows which recurrent layers a mask reaches; None where an input has no known shape."""
+    inputs = getattr(model, "inputs", None)
+    if not inputs:
+        return None
+    batch = []
+    for spec in inputs:
+        shape = [1 if i == 0 and d is None else (4 if d is None else d) for i, d in enumerate(spec.shape)]
+        batch.append(np.ones(shape, dtype=str(spec.dtype)))
+    return batch[0] if len(batch) == 1 else batch

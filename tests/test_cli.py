@@ -254,3 +254,28 @@ def test_explain_names_a_custom_class_keras_cannot_find(tmp_path, capfd):
     done = _in_process(capfd, "explain", str(path), "--results-dir", str(tmp_path / "results"))
     assert done.returncode == 2 and done.stderr.count("\n") == 1, done.stderr
     assert "uses a custom class, Gated, that Keras cannot find: import the module that defines it" in done.stderr
+
+
+def test_explain_sees_a_mask_reach_a_layer_of_a_saved_model(tmp_path, capfd):
+    """The masking guide's model, Embedding(mask_zero=True) -> LSTM: on the torch backend any mask means Keras's
+    generic loop; on TensorFlow cuDNN runs it only right-padded, which the answer says. Keras's own propagation
+    decides which layer the mask reaches (the Dense-fed LSTM gets none)."""
+    import keras
+
+    words = keras.Input((6,), dtype="int32")
+    masked = keras.layers.LSTM(4, name="masked")(keras.layers.Embedding(50, 8, mask_zero=True)(words))
+    numbers = keras.Input((6, 3))
+    plain = keras.layers.LSTM(4, name="plain")(numbers)
+    path = tmp_path / "masks.keras"
+    keras.Model([words, numbers], keras.layers.Concatenate()([masked, plain])).save(path)
+    done = _in_process(capfd, "explain", str(path), "--json", "--results-dir", str(tmp_path / "results"))
+    layers = {layer["layer"]: layer for layer in json.loads(done.stdout)["layers"]}
+    plain_codes = [n["code"] for n in layers["plain"]["notes"]] + [r["code"] for r in layers["plain"]["reasons"]]
+    assert layers["plain"]["fused"] and "mask_right_padded_only" not in plain_codes
+    if keras.backend.backend() == "torch":
+        assert done.returncode == 1 and [r["code"] for r in layers["masked"]["reasons"]] == ["mask_torch_backend"]
+    else:
+        assert done.returncode == 0 and layers["masked"]["fused"]
+        note = next(n for n in layers["masked"]["notes"] if n["code"] == "mask_right_padded_only")
+        assert "Embedding 'embedding' makes a mask that reaches this layer" in note["message"]
+        assert "padding='post'" in note["message"]

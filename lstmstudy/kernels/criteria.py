@@ -72,6 +72,8 @@ class Explanation:
     fused_eligible: bool
     reasons: tuple[Reason, ...] = ()
     notes: tuple[Reason, ...] = ()
+    #: a Keras layer that received a mask (from the call's input or, with `inputs`, Keras's propagation)
+    masked: bool = False
 
     @property
     def eligible_ignoring_device(self) -> bool:
@@ -261,7 +263,7 @@ def _explain_keras_layer(keras, backend: str, path: str, layer, mask: np.ndarray
         notes.append(Reason("use_cudnn_true", "use_cudnn=True: Keras raises a ValueError here instead of falling back"
                             if raises else "use_cudnn=True: the torch backend still falls back silently here"))
     return Explanation(layer=path, framework=f"keras/{backend}", kernel=kernel, fused_eligible=kernel == "cudnn",
-                       reasons=tuple(reasons), notes=tuple(notes))
+                       reasons=tuple(reasons), notes=tuple(notes), masked=mask is not None)
 
 
 def _keras_bug_notes(layer) -> list[Reason]:
