@@ -25,9 +25,11 @@ from pathlib import Path
 import pandas as pd
 import torch
 
-from lstmstudy import hardware
+from lstmstudy import backends, hardware
 from lstmstudy.claims.kernel_benchmark import CLAIM, table
 from lstmstudy.errors import StudyError
+
+backends.study_process()  # one of the study's own processes: quiet native logs, Keras on torch without TF
 
 
 def main(argv: list[str] | None = None) -> int:

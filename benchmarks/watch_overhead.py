@@ -18,9 +18,11 @@ from collections.abc import Callable
 import numpy as np
 import torch
 
-from lstmstudy import stats, timing
+from lstmstudy import backends, stats, timing
 from lstmstudy.terminal import quiet_native_stderr
 from lstmstudy.watch import FallbackWarning, watching
+
+backends.study_process()  # one of the study's own processes: quiet native logs, Keras on torch without TF
 
 PLAN = timing.Rounds(rounds=15, burst_s=0.1, burst_max_samples=200)
 

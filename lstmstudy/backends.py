@@ -51,6 +51,16 @@ def chosen_note() -> str | None:
     return CHOSEN_NOTE if os.environ.get("LSTMSTUDY_KERAS_BACKEND_CHOSEN") == "1" else None
 
 
+def study_process() -> None:
+    """What the study's own processes set (the command line, the book's pages, the test suite), never a process that
+    only imports the package: TensorFlow's C++ start-up logging and the PyTorch profiler's Kineto lines off (they
+    would fill every page; errors still show; a value already set wins), and Keras on torch where TensorFlow is
+    missing (`choose_keras_backend`). Call it before anything imports TensorFlow or Keras."""
+    os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
+    os.environ.setdefault("KINETO_LOG_LEVEL", "5")
+    choose_keras_backend()
+
+
 def choose_keras_backend() -> bool:
     """Set `KERAS_BACKEND=torch` when it is unset and TensorFlow cannot be imported; True if it did."""
     if "KERAS_BACKEND" in os.environ or importable("tensorflow"):

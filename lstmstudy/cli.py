@@ -18,6 +18,7 @@ import subprocess
 import sys
 from pathlib import Path
 
+from lstmstudy import backends
 from lstmstudy.errors import StudyError
 from lstmstudy.toc import CLAIM_NOTEBOOKS, CLAIMS_TABLE, missing_pages
 
@@ -366,6 +367,7 @@ def parser() -> argparse.ArgumentParser:
 
 
 def main(argv: list[str] | None = None) -> int:
+    backends.study_process()  # before any command imports TensorFlow or Keras; the notebooks' kernels inherit it
     args = parser().parse_args(argv)
     try:
         return args.func(args)

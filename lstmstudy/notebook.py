@@ -11,7 +11,8 @@ from pathlib import Path
 
 import pandas as pd
 
-from lstmstudy import hardware, published_rules
+from lstmstudy import hardware, plots, published_rules
+from lstmstudy.backends import study_process
 from lstmstudy.claims import DEVICE_KINDS, Claim
 from lstmstudy.errors import ParameterError
 from lstmstudy.parameters import check_bool, check_positive_number
@@ -21,7 +22,10 @@ from lstmstudy.rules import CPU_ANALOGUE, GPU, PUBLISHED_PREFIX, Outcome, Verdic
 
 def check_common(*, device: object, measure: object, quick: object, min_time: object,
                  results_dir: object) -> Path | None:
-    """Check the parameters every claim notebook has; return the results root (None: the default)."""
+    """Check the parameters every claim notebook has and set the page up as the study's process
+    (`backends.study_process`, the figures' theme); return the results root (None: the default)."""
+    study_process()
+    plots.use_theme()
     check_bool(measure=measure, quick=quick)
     check_positive_number(min_time=min_time)
     if not isinstance(device, str):

@@ -12,8 +12,13 @@ import pandas as pd
 import seaborn as sns
 from matplotlib.ticker import FixedLocator, FormatStrFormatter, FuncFormatter, NullFormatter
 
-sns.set_theme(context="notebook", style="whitegrid")
 NOISY_LABEL = "noisy (95% interval wider than +-10%)"
+
+
+def use_theme() -> None:
+    """The book's look for every figure (seaborn's notebook context, white grid): set by the pages that plot
+    (`notebook.check_common`, the summaries), never on import, as it changes matplotlib for the whole process."""
+    sns.set_theme(context="notebook", style="whitegrid")
 
 
 def hardware_label(hardware_id: str) -> str:

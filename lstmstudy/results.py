@@ -55,8 +55,8 @@ FLOAT_COLUMNS = ("median_s", "p25_s", "p75_s", "ci_low_s", "ci_high_s", "flops",
 JSON_LIST_COLUMNS = ("samples_s", "round_sizes")
 STATUSES = ("ok", "error", "skipped")
 
-# Raw samples make long fields: lift the csv module's default 128 KiB limit so every row we write reads back.
-csv.field_size_limit(2**31 - 1)
+#: raw samples make long fields: the csv module's default 128 KiB limit is lifted while a set is read (`_long_fields`)
+FIELD_LIMIT = 2**31 - 1
 
 
 def default_root() -> Path:
@@ -117,6 +117,23 @@ def read_rows(path: Path) -> list[dict[str, str]]:
         raise ResultsCorrupt(f"{path}: not UTF-8 text ({exc.reason} at byte {exc.start})") from None
     if not text.strip():
         return []
+    with _long_fields():
+        return _parse(path, text)
+
+
+@contextmanager
+def _long_fields() -> Iterator[None]:
+    """The csv module's field limit lifted for one read (`FIELD_LIMIT`) and the caller's put back: the limit is
+    the whole process's."""
+    before = csv.field_size_limit(FIELD_LIMIT)
+    try:
+        yield
+    finally:
+        csv.field_size_limit(before)
+
+
+def _parse(path: Path, text: str) -> list[dict[str, str]]:
+    """The checked rows of a set's text (`read_rows`)."""
     reader = csv.reader(io.StringIO(text, newline=""))
     try:
         header = tuple(next(reader))

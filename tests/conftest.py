@@ -18,6 +18,13 @@ import pytest
 import torch
 from filelock import FileLock
 
+from lstmstudy import backends, plots
+
+# the suite is one of the study's own processes, as the command line is: quiet native logs, Keras on torch
+# without TensorFlow, the book's figure theme (the package itself changes nothing on import)
+backends.study_process()
+plots.use_theme()
+
 T = TypeVar("T")
 
 ROOT = Path(__file__).resolve().parent.parent

@@ -16,12 +16,16 @@ pass); `gradients()` this process's gradients of the last step under the whole m
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 import torch
 import torch.distributed as dist
-from torch.distributed.pipelining import PipelineStage, ScheduleGPipe
 from torch.nn.parallel import DistributedDataParallel
 
 from lstmstudy.parallel.model import Batch, StackedLSTM, Stage, masked_sse, stage_layers
+
+if TYPE_CHECKING:  # imported where a pipeline is built: importing it sets torch's TORCHINDUCTOR_CACHE_DIR
+    from torch.distributed.pipelining import ScheduleGPipe
 
 #: SGD's learning rate: any value does; the step must update the weights for a second step to check that
 LEARNING_RATE = 0.1
@@ -81,6 +85,8 @@ class Pipeline:
 
     def _schedule(self, batch: Batch) -> ScheduleGPipe:
         """The stage and schedule for this batch's shape, built once per shape with the shapes given."""
+        from torch.distributed.pipelining import PipelineStage, ScheduleGPipe
+
         rows, width = batch.x.shape[:2]
         if (rows, width) not in self._schedules:
             micro = rows // self.micro_batches
