@@ -18,7 +18,7 @@ import subprocess
 import sys
 from pathlib import Path
 
-from lstmstudy import backends
+from lstmstudy import __version__, backends
 from lstmstudy.errors import StudyError
 from lstmstudy.toc import CLAIM_NOTEBOOKS, CLAIMS_TABLE, missing_pages
 
@@ -296,6 +296,7 @@ def cmd_book(args: argparse.Namespace) -> int:
 
 def parser() -> argparse.ArgumentParser:
     main = argparse.ArgumentParser(prog="lstmstudy", description=__doc__.splitlines()[0])
+    main.add_argument("--version", action="version", version=f"lstmstudy {__version__}")
     sub = main.add_subparsers(dest="command", required=True)
 
     env = sub.add_parser("env", help="print this machine's hardware fingerprint and result-set id")
@@ -374,6 +375,9 @@ def main(argv: list[str] | None = None) -> int:
     except StudyError as exc:
         print(f"lstmstudy: error: {exc}", file=sys.stderr)
         return 2
+    except KeyboardInterrupt:  # every finished row is stored already: a sweep appends group by group
+        print("lstmstudy: interrupted; run the same command again to resume", file=sys.stderr)
+        return 130
 
 
 if __name__ == "__main__":

@@ -279,3 +279,20 @@ def test_explain_sees_a_mask_reach_a_layer_of_a_saved_model(tmp_path, capfd):
         note = next(n for n in layers["masked"]["notes"] if n["code"] == "mask_right_padded_only")
         assert "Embedding 'embedding' makes a mask that reaches this layer" in note["message"]
         assert "padding='post'" in note["message"]
+
+
+def test_the_command_line_runs_as_a_module_and_names_its_version():
+    import lstmstudy
+
+    done = subprocess.run([sys.executable, "-m", "lstmstudy", "--version"], capture_output=True, text=True,
+                          timeout=300)
+    assert done.returncode == 0 and done.stdout.strip() == f"lstmstudy {lstmstudy.__version__}"
+
+
+def test_ctrl_c_exits_130_in_one_line(monkeypatch, capsys):
+    def interrupted(args):
+        raise KeyboardInterrupt
+
+    monkeypatch.setattr(cli, "cmd_env", interrupted)  # `parser()` binds each command's function when main runs
+    assert cli.main(["env"]) == 130
+    assert capsys.readouterr().err == "lstmstudy: interrupted; run the same command again to resume\n"

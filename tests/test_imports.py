@@ -176,7 +176,8 @@ with pytest.raises(RuntimeError, match="the measuring stack is already imported 
 
 
 #: the package's layers, top first; every module not named is in the last: measuring, and what both houses share
-COMMANDS = {"lstmstudy.cli", "lstmstudy.watch", "lstmstudy.check"}  # the command line and the helpers people import
+#: the command line (`lstmstudy`, `python -m lstmstudy`) and the helpers people import
+COMMANDS = {"lstmstudy.cli", "lstmstudy.__main__", "lstmstudy.watch", "lstmstudy.check"}
 PAGES = {"lstmstudy.ledger", "lstmstudy.notebook", "lstmstudy.plots", "lstmstudy.published_rules",
          "lstmstudy.explained", "lstmstudy.toc"}  # with every claim module: what the pages compute and judge
 

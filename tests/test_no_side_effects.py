@@ -19,7 +19,8 @@ import lstmstudy
 
 env, limit = dict(os.environ), csv.field_size_limit()
 rc = {k: repr(v) for k, v in matplotlib.rcParams.items()}
-names = sorted(m.name for m in pkgutil.walk_packages(lstmstudy.__path__, "lstmstudy."))
+names = sorted(m.name for m in pkgutil.walk_packages(lstmstudy.__path__, "lstmstudy.")
+               if m.name != "lstmstudy.__main__")  # running the command line is not importing the package
 for name in names:
     importlib.import_module(name)
 from lstmstudy import results
