@@ -144,12 +144,17 @@ def _set_cell(rows: pd.DataFrame, *, bold: bool) -> str:
     return "; ".join(parts)
 
 
+def _own_statements(ledger: pd.DataFrame) -> pd.DataFrame:
+    """The ledger's rows of each claim's own statement (its first rule), not of a second statement it judges."""
+    return ledger[ledger["rule"] == ledger.groupby("claim")["rule"].transform("first")]
+
+
 def landing_cells(ledger: pd.DataFrame, number: str) -> dict[str, str]:
     """A claim's row of the landing table, as HTML per column of `LANDING`: its own statement's verdicts on this
     study's GPU sets and CPU sets, each with its figure and interval (`Verdict.brief`), and what others
     published on their GPUs, each GPU and source named ({doc}`published` cites them)."""
-    rows = ledger[ledger["claim"] == number]
-    rows = rows[rows["rule"] == rows["rule"].iloc[0]]  # the claim's own statement, not a second one it judges
+    rows = _own_statements(ledger)
+    rows = rows[rows["claim"] == number]
     ours = rows[rows["evidence"] != PUBLISHED]
     others = rows[rows["evidence"] == PUBLISHED]
     source, card = (others["hardware"].str.removeprefix(PUBLISHED_PREFIX).str.split("/", n=1).str[i] for i in (0, 1))
@@ -168,9 +173,8 @@ def chart_data(ledger: pd.DataFrame, claims: Sequence[Claim] | None = None
     """What the landing figure (`plots.verdict_chart`) draws: the verdicts of each claim's own statement that carry
     a figure (no context, nothing unmeasured), the row label of each claim whose rule decides on a ratio or on
     parts, and the region each one's bands call reproduced."""
-    rows = ledger[~ledger["verdict"].isin([*_NO_VERDICT, Outcome.CONTEXT.value])]
-    rows = rows[rows.groupby("claim")["rule"].transform(lambda r: r == ledger.loc[ledger["claim"] == r.name,
-                                                                                    "rule"].iloc[0])]
+    rows = _own_statements(ledger)
+    rows = rows[~rows["verdict"].isin([*_NO_VERDICT, Outcome.CONTEXT.value])]
     rows = rows[rows["ours"].notna() | rows["parts"].map(bool)]
     labels, bands = {}, {}
     for claim in claims if claims is not None else registry(judged_only=True):

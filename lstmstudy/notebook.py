@@ -74,11 +74,16 @@ def hardware_sets(results: pd.DataFrame, claim: str | None = None, root: Path | 
     return pd.DataFrame(rows, columns=columns)
 
 
+def _runs(rows: pd.DataFrame, stored: list[dict]) -> list[dict]:
+    """The stored fingerprints of the runs that measured `rows` (each row names its run's `fingerprint_id`)."""
+    used = set(rows["fingerprint_id"].dropna()) if "fingerprint_id" in rows else set()
+    return [fp for fp in stored if fp["id"] in used]
+
+
 def _speed(rows: pd.DataFrame, stored: list[dict]) -> str:
     """The speed calibrations (`hardware.calibrate`) of the runs a set's rows come from: the runs a figure rests on,
     and whether they ran at one speed (a sweep refuses to mix speeds further apart than its tolerance)."""
-    used = set(rows["fingerprint_id"].dropna()) if "fingerprint_id" in rows else set()
-    found = sorted(fp["calibration_s"] * 1e3 for fp in stored if fp["id"] in used and fp.get("calibration_s"))
+    found = sorted(fp["calibration_s"] * 1e3 for fp in _runs(rows, stored) if fp.get("calibration_s"))
     if not found:
         return "not recorded (measured before runs were calibrated)"
     spread = f"{found[0]:.3g} ms" if len(found) == 1 else f"{found[0]:.3g}-{found[-1]:.3g} ms"
@@ -87,8 +92,7 @@ def _speed(rows: pd.DataFrame, stored: list[dict]) -> str:
 
 def _provenance(rows: pd.DataFrame, stored: list[dict]) -> str:
     """The commits a set's rows were measured at, '(uncommitted changes)' after each measured from a dirty tree."""
-    used = set(rows["fingerprint_id"].dropna()) if "fingerprint_id" in rows else set()
-    found = [fp for fp in stored if fp["id"] in used] or stored
+    found = _runs(rows, stored) or stored
     commits = sorted({(str(fp.get("git_commit") or "not recorded"), bool(fp.get("git_dirty"))) for fp in found})
     return ", ".join(f"{commit}{' (uncommitted changes)' if dirty else ''}" for commit, dirty in commits) \
         or "not recorded"

@@ -233,14 +233,21 @@ def timings(round_sizes: object) -> int:
 
 def low_precision(*round_sizes: object) -> int | None:
     """The fewest timings among rows (`round_sizes` each) where one is below `LOW_PRECISION_TIMINGS`, else None:
-    a verdict that rests on those rows alone says so and decides nothing."""
-    fewest = min((timings(sizes) for sizes in round_sizes), default=0)
+    a verdict that rests on those rows alone says so and decides nothing. A row that records no rounds (timed in
+    one burst) says nothing here: `assess_noise` answers for it."""
+    fewest = min((n for n in map(timings, round_sizes) if n), default=0)
     return fewest if 0 < fewest < LOW_PRECISION_TIMINGS else None
 
 
 def low_precision_words(fewest: int) -> str:
     return (f"low precision: it rests on a row of {fewest} timings, fewer than {LOW_PRECISION_TIMINGS}, too few for a "
             f"definite verdict by itself")
+
+
+def interval_label(fewest: float | None) -> str:
+    """What an interval is called beside its figure: a 95% CI, or, on a low-precision row (`low_precision`, NaN or
+    None where it is not one), the spread of its few timings, which is no 95% interval."""
+    return "95% CI" if fewest is None or fewest != fewest else f"low precision, the spread of {int(fewest)} timings"
 
 
 #: how a page names the outcome of one part of a rule

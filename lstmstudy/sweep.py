@@ -23,6 +23,7 @@ import faulthandler
 import gc
 import re
 import signal
+import statistics
 import sys
 import threading
 import time
@@ -333,7 +334,7 @@ def check_speed(claim: str, fp: hardware.Fingerprint, root: Path | None = None) 
               if f.get("calibration_s")]
     if not stored or fp.calibration_s is None:
         return
-    typical = sorted(stored)[len(stored) // 2]
+    typical = statistics.median_high(stored)
     apart = hardware.speed_ratio(fp.calibration_s, typical)
     if apart > hardware.SPEED_TOLERANCE:
         raise SpeedChanged(

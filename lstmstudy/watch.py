@@ -543,8 +543,8 @@ def explain_saved_model(path: Path, *, results_root: Path | None = None) -> list
             framework=explanation.framework, root=results_root)
         notes = explanation.notes
         if masked and inputs is None:
-            notes += (Reason("mask_unknown", f"{masked} makes a mask, but this model's inputs have no shape to "
-                                             f"call it with: whether the mask reaches this layer is not checked"),)
+            notes += (Reason("mask_unknown", f"{masked} makes a mask, but this model has no symbolic inputs to call "
+                                             f"it with: whether the mask reaches this layer is not checked"),)
         elif explanation.masked and backend == "tensorflow" and explanation.fused_eligible:
             notes += (Reason("mask_right_padded_only", f"{masked} makes a mask that reaches this layer: cuDNN runs "
                              f"it only while every sequence is right-padded, and keras.utils.pad_sequences pads on "
@@ -565,7 +565,8 @@ def _masks_made(keras, model) -> str:
 
 def _unpadded_batch(model) -> object | None:
     """One batch of ones for a saved model's inputs (no step padded, no value masked), so that Keras's own mask
-    propagation shows which recurrent layers a mask reaches; None where an input has no known shape."""
+    propagation shows which recurrent layers a mask reaches (a dimension left open is 1 for the batch, 4 for the
+    rest); None for a model without symbolic inputs (a subclassed one)."""
     inputs = getattr(model, "inputs", None)
     if not inputs:
         return None

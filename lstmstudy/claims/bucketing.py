@@ -66,8 +66,8 @@ from lstmstudy.claims import Claim
 from lstmstudy.errors import ParameterError
 from lstmstudy.observe import what_ran
 from lstmstudy.parameters import check_choices, check_positive_ints
-from lstmstudy.rules import (ONE_BURST_WORDS, Bands, Outcome, Verdict, low_precision, low_precision_words,
-                             one_burst_sets)
+from lstmstudy.rules import (ONE_BURST_WORDS, Bands, Outcome, Verdict, interval_label, low_precision,
+                             low_precision_words, one_burst_sets)
 from lstmstudy.shapes import LSTMShape
 from lstmstudy.stats import interleaved, row_ratio
 
@@ -450,9 +450,8 @@ def verdicts(results: pd.DataFrame) -> list[Verdict]:
             continue
         tracking = _interval_text(head.tracking, head.tracking_lo, head.tracking_hi)
         few = head.low_precision  # a handful of timings gives a spread, not a 95% interval: it is not called one
-        ci = "95% CI" if pd.isna(few) else f"low precision, the spread of {int(few)} timings"
-        text = (f"{head.ratio:.2f}x ({ci} {head.ratio_lo:.2f}-{head.ratio_hi:.2f}) epoch-time speed-up of auto "
-                f"buckets over per-batch padding ({HEADLINE}; {describe_setting(head)}); padded work "
+        text = (f"{head.ratio:.2f}x ({interval_label(few)} {head.ratio_lo:.2f}-{head.ratio_hi:.2f}) epoch-time "
+                f"speed-up of auto buckets over per-batch padding ({HEADLINE}; {describe_setting(head)}); padded work "
                 f"{head.work_ratio:.2f}x less, time / work {tracking}")
         other = rows[rows.baseline == GLOBAL_MAX]
         if not other.empty:

@@ -142,7 +142,8 @@ def _geomean_text(part: pd.DataFrame) -> tuple[float, float, float, str]:
 
 def seeds_triggers_on_cpu(table: pd.DataFrame, hardware_id: str) -> str:
     """What the seeds' own triggers (a ReLU, recurrent dropout) cost on a CPU set, in training: Keras has no fused
-    CPU kernel to fall back from, so they cost next to nothing there; '' where the set did not time them."""
+    CPU kernel to fall back from, so what they cost there is the work they add, not a lost kernel; '' where the set
+    did not time them."""
     mine = table[(table.hardware_id == hardware_id) & (table.phase == DECIDING_PHASE)
                  & table.kernel.isin(HEADLINE["cuda"]) & table.kernel.str.startswith("keras.")]
     if mine.empty:

@@ -36,8 +36,8 @@ from lstmstudy.claims import Claim, Lease
 from lstmstudy.observe import what_ran
 from lstmstudy.parameters import check_bool, check_choices, check_positive_ints
 from lstmstudy.results import config_text
-from lstmstudy.rules import (PART_WORDS, Outcome, Verdict, combine, holds_below, holds_from, low_precision,
-                             low_precision_words, settle)
+from lstmstudy.rules import (PART_WORDS, Outcome, Verdict, combine, holds_below, holds_from, interval_label,
+                             low_precision, low_precision_words, settle)
 from lstmstudy.shapes import LSTMShape
 from lstmstudy.stats import percentile_interval, row_replicates
 
@@ -237,14 +237,8 @@ def extremes(results: pd.DataFrame) -> pd.DataFrame:
 def _ends_text(part: pd.DataFrame) -> str:
     """'1.07x (95% CI 1.05-1.07) at H=64 T=16 B=32, 2.06x (...) at H=1024 T=128 B=32' for one phase's two ends."""
     ends = part.set_index("end")
-
-    def interval(end: str) -> str:  # a low-precision row's spread is no 95% interval, and is not called one
-        what = ("95% CI" if pd.isna(ends.low_precision[end])
-                else f"low precision, the spread of {int(ends.low_precision[end])} timings")
-        return f"{what} {ends.ratio_lo[end]:.2f}-{ends.ratio_hi[end]:.2f}"
-
-    return ", ".join(f"{ends.ratio[end]:.2f}x ({interval(end)}) at {ends['shape'][end]}"
-                     for end in ("smallest", "largest"))
+    return ", ".join(f"{ends.ratio[end]:.2f}x ({interval_label(ends.low_precision[end])} {ends.ratio_lo[end]:.2f}-"
+                     f"{ends.ratio_hi[end]:.2f}) at {ends['shape'][end]}" for end in ("smallest", "largest"))
 
 
 def verdicts(results: pd.DataFrame) -> list[Verdict]:
@@ -263,13 +257,14 @@ def verdicts(results: pd.DataFrame) -> list[Verdict]:
             out.append(Verdict(NAME, STATEMENT, hardware_id, SEED_FIGURE, None, text, Outcome.NOT_MEASURED, RULE))
             continue
         small, large = (deciding[deciding.end == end].iloc[0] for end in ("smallest", "largest"))
-        # a part resting on a low-precision row could go either way: its few timings decide nothing
-        possible = [frozenset({Outcome.REPRODUCED, Outcome.NOT_REPRODUCED}) if pd.notna(end.low_precision)
-                    else bands.possible(end.ratio_lo, end.ratio_hi)
-                    for bands, end in ((SMALL_PART, small), (LARGE_PART, large))]
-        words = [f"undecided ({low_precision_words(int(end.low_precision))})" if pd.notna(end.low_precision)
-                 else PART_WORDS[bands.decide(end.ratio_lo, end.ratio_hi)]
-                 for bands, end in ((SMALL_PART, small), (LARGE_PART, large))]
+        possible, words = [], []
+        for bands, end in ((SMALL_PART, small), (LARGE_PART, large)):
+            if pd.notna(end.low_precision):  # a part resting on a low-precision row could go either way
+                possible.append(frozenset({Outcome.REPRODUCED, Outcome.NOT_REPRODUCED}))
+                words.append(f"undecided ({low_precision_words(int(end.low_precision))})")
+            else:
+                possible.append(bands.possible(end.ratio_lo, end.ratio_hi))
+                words.append(PART_WORDS[bands.decide(end.ratio_lo, end.ratio_hi)])
         outcome = settle(combine(possible))
         beside = (f"; training, beside it and not deciding: {_ends_text(training)}" if not training.empty
                   else "; training not measured")
