@@ -35,15 +35,15 @@ WHEELHOUSE ?= wheelhouse
 install: $(STAMP) browser
 
 # torch==2.13.0 first, with pip: where a CPU wheel of it is on local disk (this project's CI) pip takes it,
-# so the dependency below is already satisfied and no CUDA build is downloaded. The rest (TensorFlow, Jupyter
-# Book: some 200 packages) goes in with uv, which installs them in a quarter of pip's time; it keeps the
+# so the dependency below is already satisfied and no CUDA build is downloaded. The rest (the `study` extra:
+# TensorFlow, Jupyter Book, some 200 packages, pinned where the study needs it) goes in with uv, which installs them in a quarter of pip's time; it keeps the
 # torch it finds, as pip would. Unlike pip, uv writes no bytecode unless told: where PYTHONDONTWRITEBYTECODE
 # is set (this project's CI) every process would then compile Keras, TensorFlow and pandas from source again,
 # some 5 s each, and the test suite starts dozens of them.
 $(STAMP): pyproject.toml
 	$(PYTHON) -m venv $(VENV)
 	$(BIN)/python -m pip install --quiet torch==2.13.0 'uv>=0.5'
-	$(BIN)/uv pip install --quiet --compile-bytecode --python $(BIN)/python -e '.[test]'
+	$(BIN)/uv pip install --quiet --compile-bytecode --python $(BIN)/python -e '.[study,test]'
 	$(BIN)/python -m ipykernel install --sys-prefix --name python3 >/dev/null
 	touch $@
 
@@ -55,7 +55,7 @@ browser:
 	  if [ "$$(id -u)" = 0 ] && command -v apt-get >/dev/null 2>&1; then \
 	    apt-get update && DEBIAN_FRONTEND=noninteractive apt-get install -y --no-install-recommends chromium; \
 	  else \
-	    echo "note: chromium is missing and cannot be installed here (needs root and apt-get); tests/test_browser.py will fail"; \
+	    echo "note: chromium is missing and cannot be installed here (needs root and apt-get); tests/test_browser.py will fail" >&2; \
 	  fi; }
 
 # reproduce, then render with the full .venv that reproduce needed anyway

@@ -13,12 +13,16 @@ stays light), only where a function needs one.
 
 from __future__ import annotations
 
+import importlib
 import importlib.util
 import os
 from collections.abc import Iterator, Mapping
 from contextlib import ExitStack, contextmanager
 from functools import cache
-from typing import TYPE_CHECKING
+from importlib import metadata
+from typing import TYPE_CHECKING, Any
+
+from lstmstudy.errors import StudyError
 
 if TYPE_CHECKING:
     import torch
@@ -93,6 +97,21 @@ def import_keras():
                 except RuntimeError:  # TensorFlow already initialised its GPUs: their setting stands
                     pass
     return keras
+
+
+#: the Keras releases the study is tested with (pyproject.toml's `keras` extra): it reads two of Keras's private
+#: modules (`keras_private`), which any release may move
+KERAS_TESTED = ">=3.10,<4"
+
+
+def keras_private(module: str, name: str) -> Any:
+    """`name` from one of Keras's private modules (`keras.src...`), or a one-line error that names the Keras installed
+    and the range the study is tested with, where this release moved it."""
+    try:
+        return getattr(importlib.import_module(module), name)
+    except (ImportError, AttributeError):
+        raise StudyError(f"{module}.{name} is not in this Keras ({metadata.version('keras')}): lstmstudy reads this "
+                         f"private part of Keras and is tested with keras{KERAS_TESTED}") from None
 
 
 @cache

@@ -5,8 +5,10 @@ that has PyTorch and little else. `reproduce` measures through the notebooks and
 only renders. `explain` says which recurrent layers of a saved Keras model would miss cuDNN on a GPU, and
 what claim 1 measured that to cost. `published` derives the tables of what others published (`lstmstudy.published`)
 from their raw copies again. User mistakes (an unknown claim, `--device cuda` without a GPU, a
-corrupt results file, a file that is not a Keras model) end with one line on stderr and exit status 2,
-never a traceback.
+corrupt results file, a file that is not a Keras model, no notebooks where the study's root should be, an optional
+dependency this installation lacks, named with the extra that brings it) end with one line on stderr and exit
+status 2, never a traceback; notes go to stderr too, so stdout carries only the answer. The study's root is
+`paths.study_root`: `--root`, `$LSTMSTUDY_ROOT`, the checkout, or the current folder.
 """
 
 from __future__ import annotations
@@ -19,29 +21,24 @@ import sys
 from pathlib import Path
 
 from lstmstudy import __version__, backends
-from lstmstudy.errors import StudyError
+from lstmstudy.errors import StudyError, missing_dependency
+from lstmstudy.paths import ROOT_VARIABLE, logs_folder, outside_the_study, study_root
 from lstmstudy.toc import CLAIM_NOTEBOOKS, CLAIMS_TABLE, missing_pages
 
-ROOT = Path(__file__).resolve().parent.parent
-NOTEBOOKS = ROOT / "notebooks"
-BOOK = ROOT / "book"
-EXECUTED = BOOK / "claims"
 #: pages rendered after the claims: notebooks/<name>.ipynb -> book/<name>.ipynb; what others published on GPUs,
 #: then the ledger and the conclusions from every stored result set
 SUMMARY_PAGES = ("published", "ledger", "conclusions")
 #: pages that show a helper at work on the blog post's model, rendered after the summaries; they run the model,
 #: so they need the measuring stack even where the claims are only rendered (`--no-measure`)
 GUIDE_PAGES = ("check_your_model",)
-#: what notebook kernels write to their stderr outside the pages (native library logs)
-LOGS = ROOT / "_build" / "logs"
 
 
-def claim_notebooks(folder: Path = NOTEBOOKS) -> dict[str, Path]:
-    """Claim notebooks by stem (`01_cudnn_fallback`), in order."""
-    return {path.stem: path for path in sorted(folder.glob(CLAIM_NOTEBOOKS))}
+def claim_notebooks(folder: Path | None = None) -> dict[str, Path]:
+    """Claim notebooks by stem (`01_cudnn_fallback`), in order, from `folder` (the study root's notebooks/)."""
+    return {path.stem: path for path in sorted((folder or study_root() / "notebooks").glob(CLAIM_NOTEBOOKS))}
 
 
-def summary_notebooks(folder: Path = NOTEBOOKS) -> dict[str, Path]:
+def summary_notebooks(folder: Path) -> dict[str, Path]:
     """The ledger, conclusions and guide sources found in `folder`, in the order they are rendered."""
     return {name: folder / f"{name}.ipynb" for name in SUMMARY_PAGES + GUIDE_PAGES
             if (folder / f"{name}.ipynb").exists()}
@@ -78,12 +75,14 @@ def cmd_env(args: argparse.Namespace) -> int:
 
 
 def cmd_measure(args: argparse.Namespace) -> int:
-    from lstmstudy import hardware
+    from lstmstudy import hardware, results
     from lstmstudy.backends import chosen_note
-    from lstmstudy.claims import lease_plan, lookup
+    from lstmstudy.claims import LEASE_PROCESSES, lease_plan, lookup
     from lstmstudy.sweep import Deadline
     from lstmstudy.terminal import native_stderr_to
 
+    if args.processes is not None and args.processes < 1:
+        raise StudyError(f"--processes must be at least 1, got {args.processes}")
     if args.deadline is not None and not args.deadline > 0:
         raise StudyError(f"--deadline must be a positive number of seconds, got {args.deadline:g}")
     if args.plan and args.claims:
@@ -99,19 +98,21 @@ def cmd_measure(args: argparse.Namespace) -> int:
             return 0
     device = str(hardware.resolve_device(args.device))  # fail before anything else if the device is not here
     if note := chosen_note():
-        print(f"note: {note}")
+        print(f"note: {note}", file=sys.stderr)
     if device.startswith("cuda") and not os.environ.get("LSTMSTUDY_HOST"):
         print(f"note: this GPU's result set is named after this host ({hardware.fingerprint(device).hardware_id}); "
-              f"where the hostname changes between runs (a rented VM), set LSTMSTUDY_HOST so they resume one set")
+              f"where the hostname changes between runs (a rented VM), set LSTMSTUDY_HOST so they resume one set",
+              file=sys.stderr)
     deadline = Deadline.after(args.deadline)
+    processes = LEASE_PROCESSES if args.plan and args.processes is None else args.processes
     left = 0
-    log = LOGS / "measure.log"
-    print(f"native library logs (TensorFlow, the profiler) go to {log}")
+    log = logs_folder(args.results_dir or results.default_root()) / "measure.log"
+    print(f"note: native library logs (TensorFlow, the profiler) go to {log}", file=sys.stderr)
     with native_stderr_to(log):
         for claim, select in steps:
             for report in claim.run(device, quick=args.quick, root=args.results_dir, select=select,
                                     retry_errors=args.retry_errors, rerun=args.rerun, deadline=deadline,
-                                    progress=not args.no_progress):
+                                    progress=not args.no_progress, processes=processes):
                 print(report, flush=True)
                 left += report.left
     print(f"{left} point(s) left for the next call: run the same command again to resume" if left
@@ -146,13 +147,14 @@ def execute(source: Path, target: Path, parameters: dict, *, measuring: bool, pr
     Keras or NVML while rendering stored results fails, instead of quietly needing them."""
     import papermill
 
+    from lstmstudy import results
     from lstmstudy.houses import KERNEL_ARGUMENTS
     from lstmstudy.terminal import bar_options, native_stderr_to
 
     try:
         # the notebook kernels' native stderr (TensorFlow's C++ start-up logs) goes to a log, not the terminal
-        with native_stderr_to(LOGS / f"{source.stem}.log"):
-            papermill.execute_notebook(str(source), str(target), kernel_name="python3", cwd=str(ROOT),
+        with native_stderr_to(logs_folder(results.default_root()) / f"{source.stem}.log"):
+            papermill.execute_notebook(str(source), str(target), kernel_name="python3", cwd=str(study_root()),
                                        progress_bar=progress and bar_options(), parameters=parameters,
                                        extra_arguments=[] if measuring else KERNEL_ARGUMENTS)
     except papermill.PapermillExecutionError as exc:
@@ -183,25 +185,27 @@ def cmd_reproduce(args: argparse.Namespace) -> int:
 
     if not args.no_measure:
         hardware.resolve_device(args.device)  # fail before running anything if the device is not here
-    notebooks = select_claims(args.claims, claim_notebooks(args.notebooks))
-    if not notebooks:
-        print(f"no claim notebooks in {args.notebooks} yet; nothing to reproduce")
-        return 0
+    folder = args.notebooks or study_root() / "notebooks"
+    if not (available := claim_notebooks(folder)):
+        raise outside_the_study(f"no claim notebooks in {folder}")
+    notebooks = select_claims(args.claims, available)
     if note := chosen_note():
-        print(f"note: {note}")
-    args.out.mkdir(parents=True, exist_ok=True)
+        print(f"note: {note}", file=sys.stderr)
+    book = study_root() / "book"
+    out = args.out or book / "claims"
+    out.mkdir(parents=True, exist_ok=True)
     for stem, source in notebooks.items():
-        target = args.out / source.name
+        target = out / source.name
         doing = "rendering the stored results" if args.no_measure else f"measuring on {args.device}"
         print(f"{stem}: {doing}{' (quick grid)' if args.quick and not args.no_measure else ''} -> {target}")
         execute(source, target, {"device": args.device, "measure": not args.no_measure, "quick": args.quick},
                 measuring=not args.no_measure, progress=not args.no_progress)
-    pages_out = args.pages_out or (BOOK if args.out == EXECUTED else args.out)  # --out alone: all go there
+    pages_out = args.pages_out or args.out or book  # --out alone: all go there
     pages_out.mkdir(parents=True, exist_ok=True)
     (pages_out / CLAIMS_TABLE).write_text(ledger.claims_table())
     print(f"the landing page's table of claims -> {pages_out / CLAIMS_TABLE}")
     # the ledger, the conclusions and the guide pages read every stored result set: rendered after any claim
-    for name, source in summary_notebooks(args.notebooks).items():
+    for name, source in summary_notebooks(folder).items():
         target = pages_out / source.name
         if name in GUIDE_PAGES and not (importable("keras") and importable("torch")):
             print(f"{name}: left as rendered: the page runs the fallback watch on a Keras model, which needs Keras and "
@@ -219,6 +223,24 @@ EXPLAIN_FUSED, EXPLAIN_FALLS_BACK, EXPLAIN_UNREADABLE = 0, 1, 2
 MODEL_SUFFIXES = (".keras", ".h5")
 
 
+#: what `lstmstudy explain --help` says beyond its options: the words of the answer, defined for a CI log's reader
+EXPLAIN_HELP = """Say, for each recurrent layer of saved Keras models, which kernel Keras would run on a CUDA GPU with
+cuDNN, every reason it is not cuDNN's fused kernel, the fix, and the cost. The saved config is read directly
+(no TensorFlow, Keras or torch imported); the model is loaded through Keras only where the config cannot tell,
+or with --custom-objects. The answer is for the Keras backend set here (KERAS_BACKEND or ~/.keras/keras.json),
+and a note says where the other backend differs. Exit status: 0 every layer gets cuDNN, 1 some layer falls
+back, 2 a file cannot be read or a custom class cannot be told. A CI step: `lstmstudy explain models/`.
+
+kernels (the "kernel" field of --json):
+  cudnn           NVIDIA cuDNN's fused RNN kernel: the fast path
+  framework-loop  Keras's generic kernel on TensorFlow: a while loop over time steps, one step's ops at a time
+  unrolled        Keras's generic kernel unrolled (unroll=True): every time step's ops written into the graph
+  python-op-loop  Keras's generic kernel on its torch backend: a Python loop over time steps, one op at a time
+  aten-loop       PyTorch's own C++ loop over time steps (Keras on torch handed the layer to torch, which
+                  declined cuDNN, e.g. for its dtype)
+  (empty)         cannot tell: a custom class the saved config does not describe ("told": false)"""
+
+
 def explain_targets(paths: list[Path]) -> list[Path]:
     """The files to explain: each file as given (read or refused by `explain_saved_model`), each folder's saved
     models (`MODEL_SUFFIXES`) at any depth, in name order."""
@@ -231,7 +253,8 @@ def explain_targets(paths: list[Path]) -> list[Path]:
 
 def cmd_explain(args: argparse.Namespace) -> int:
     """Each model's recurrent layers; exit 0 when every one gets the fused kernel, 1 when any falls back, 2 when a
-    file cannot be read (each such file says why in one line on stderr, and the others are still explained)."""
+    file cannot be read (each such file says why in one line on stderr, and the others are still explained) or a
+    custom class in it cannot be told."""
     if args.tables == bool(args.paths):
         raise StudyError("give either saved models' PATHs or --tables")
     if args.tables:
@@ -241,13 +264,14 @@ def cmd_explain(args: argparse.Namespace) -> int:
             print(f"{'wrote' if changed else 'unchanged:'} {path}")
         return 0
     from lstmstudy.errors import NoRecurrentLayers
-    from lstmstudy.watch import explain_saved_model
+    from lstmstudy.saved_config import explain_model
 
     status, answers = EXPLAIN_FUSED, []
     for path in explain_targets(args.paths):
         answer: dict = {"model": str(path), "explained_for": "a CUDA GPU with cuDNN"}
         try:
-            findings = explain_saved_model(path, results_root=args.results_dir)
+            findings, answer["how"] = explain_model(path, results_root=args.results_dir,
+                                                    custom_objects=tuple(args.custom_objects))
         except NoRecurrentLayers as exc:
             findings, answer["note"] = [], str(exc)
         except StudyError as exc:
@@ -255,12 +279,16 @@ def cmd_explain(args: argparse.Namespace) -> int:
             status = EXPLAIN_UNREADABLE
             answers.append({**answer, "error": str(exc)})
             continue
-        if any(not finding.fused for finding in findings) and status == EXPLAIN_FUSED:
+        if any(not finding.told for finding in findings):
+            status = EXPLAIN_UNREADABLE
+        elif any(not finding.fused for finding in findings) and status == EXPLAIN_FUSED:
             status = EXPLAIN_FALLS_BACK
         answers.append({**answer, "layers": [finding.as_dict() for finding in findings]})
         if not args.json:
-            print(answer.get("note") or f"{path}: {len(findings)} recurrent layer(s), as they would run on a CUDA "
-                                        f"GPU with cuDNN")
+            untold = sum(not finding.told for finding in findings)
+            unknown = f", {untold} class(es) it cannot see into" if untold else ""
+            print(answer.get("note") or f"{path}: {len(findings) - untold} recurrent layer(s){unknown}, as they would "
+                                        f"run on a CUDA GPU with cuDNN ({answer['how']})")
             for finding in findings:
                 print(finding)
     if args.json and answers:
@@ -282,11 +310,14 @@ def cmd_published(args: argparse.Namespace) -> int:
 
 
 def cmd_book(args: argparse.Namespace) -> int:
-    if missing := missing_pages():
+    root = study_root()
+    if not (root / "_toc.yml").exists():
+        raise outside_the_study(f"no book (_toc.yml) in {root}")
+    if missing := missing_pages(root):
         raise StudyError(f"{len(missing)} page(s) of the book are not rendered yet ({', '.join(missing)}): "
                          f"run `lstmstudy reproduce` first, or `make book`")
     builder = Path(sys.executable).parent / "jupyter-book"
-    command = [str(builder if builder.exists() else "jupyter-book"), "build", str(ROOT), "--keep-going"]
+    command = [str(builder if builder.exists() else "jupyter-book"), "build", str(root), "--keep-going"]
     if not args.no_strict:
         command.append("--warningiserror")
     if args.path_output:
@@ -298,6 +329,11 @@ def parser() -> argparse.ArgumentParser:
     main = argparse.ArgumentParser(prog="lstmstudy", description=__doc__.splitlines()[0])
     main.add_argument("--version", action="version", version=f"lstmstudy {__version__}")
     sub = main.add_subparsers(dest="command", required=True)
+    # the commands that read or write the study's folder
+    rooted = argparse.ArgumentParser(add_help=False)
+    rooted.add_argument("--root", type=Path,
+                        help=f"the study's folder: notebooks/, book/, results/, _toc.yml (default: ${ROOT_VARIABLE}, "
+                             f"else the checkout the package runs from, else the current folder)")
 
     env = sub.add_parser("env", help="print this machine's hardware fingerprint and result-set id")
     env.add_argument("--device", default="auto", help="auto, cpu, cuda or cuda:N (default: auto)")
@@ -307,7 +343,8 @@ def parser() -> argparse.ArgumentParser:
                           "shows what would spoil some rows, and exits 1 only if cuDNN (oneDNN) is unusable")
     env.set_defaults(func=cmd_env)
 
-    mea = sub.add_parser("measure", help="measure claims' default grids for a device into results/ (no notebooks)")
+    mea = sub.add_parser("measure", parents=[rooted],
+                         help="measure claims' default grids for a device into results/ (no notebooks)")
     mea.add_argument("--claims", nargs="+", metavar="CLAIM",
                      help="claims by number, name or stem, 'kernels' for the kernel benchmark, measured in the "
                           "order given; 'gpu-order' for every one in a GPU node's order (default: all)")
@@ -320,6 +357,9 @@ def parser() -> argparse.ArgumentParser:
     mea.add_argument("--deadline", type=float, metavar="SECONDS",
                      help="stop cleanly between points after this many seconds; the next call resumes")
     mea.add_argument("--retry-errors", action="store_true", help="measure again points stored as errors")
+    mea.add_argument("--processes", type=int, metavar="N",
+                     help="worker processes each point's rounds are spread over, one after another (default: the "
+                          "claims' plan, 3; one with --plan lease, where a 15-minute lease cannot pay for more)")
     mea.add_argument("--rerun", action="store_true",
                      help="measure every point again, stored or not (the pages read the newest rows): for a set "
                           "stored at another speed")
@@ -327,15 +367,16 @@ def parser() -> argparse.ArgumentParser:
     mea.add_argument("--no-progress", action="store_true", help="hide the progress bars")
     mea.set_defaults(func=cmd_measure)
 
-    rep = sub.add_parser("reproduce", help="run the claim notebooks with papermill (measure, then render into "
-                                           "book/), then render the ledger and the conclusions")
+    rep = sub.add_parser("reproduce", parents=[rooted],
+                         help="run the claim notebooks with papermill (measure, then render into book/), then render "
+                              "the ledger and the conclusions")
     rep.add_argument("--claims", nargs="+", metavar="CLAIM", help="claims by number or name (default: all)")
     rep.add_argument("--device", default="auto", help="auto, cpu, cuda or cuda:N (default: auto)")
     rep.add_argument("--quick", action="store_true", help="shrink every grid (a smoke run)")
     rep.add_argument("--no-measure", action="store_true", help="only render from stored results")
     rep.add_argument("--no-progress", action="store_true", help="hide papermill's progress bar")
-    rep.add_argument("--notebooks", type=Path, default=NOTEBOOKS, help=argparse.SUPPRESS)
-    rep.add_argument("--out", type=Path, default=EXECUTED,
+    rep.add_argument("--notebooks", type=Path, help=argparse.SUPPRESS)
+    rep.add_argument("--out", type=Path,
                      help="where executed notebooks go (default: book/claims, and the ledger, the conclusions and "
                           "the guide into book/)")
     # where the ledger, the conclusions and the guide go: book/, or --out where that is given
@@ -343,11 +384,15 @@ def parser() -> argparse.ArgumentParser:
     rep.set_defaults(func=cmd_reproduce)
 
     exp = sub.add_parser("explain", help="say which recurrent layers of a saved Keras model (.keras) would miss "
-                                         "cuDNN on a GPU, why, the fix, and the slowdown claim 1 measured")
+                                         "cuDNN on a GPU, why, the fix, and the slowdown claim 1 measured",
+                         description=EXPLAIN_HELP, formatter_class=argparse.RawDescriptionHelpFormatter)
     exp.add_argument("paths", type=Path, nargs="*", metavar="PATH",
                      help="models saved with model.save('....keras') (or .h5), or folders of them; exit status 0 when "
                           "every recurrent layer gets cuDNN's fused kernel, 1 when any falls back, 2 when a file "
-                          "cannot be read")
+                          "cannot be read or a custom class in it cannot be told")
+    exp.add_argument("--custom-objects", action="append", default=[], metavar="MODULE",
+                     help="import MODULE (a module name or a .py file) that defines the model's custom classes, and "
+                          "load the model through Keras (seconds: it imports Keras and its backend); may be repeated")
     exp.add_argument("--tables", action="store_true",
                      help="instead of a model: explain the settings the pages of claims 1 and 5 show and store them in "
                           "the checkout's results/explained/, where the pages read them (or under --results-dir)")
@@ -360,7 +405,7 @@ def parser() -> argparse.ArgumentParser:
     pub.add_argument("--check", action="store_true", help="write nothing; exit 1 if a stored table differs")
     pub.set_defaults(func=cmd_published)
 
-    book = sub.add_parser("book", help="build the HTML book into _build/html")
+    book = sub.add_parser("book", parents=[rooted], help="build the HTML book into _build/html")
     book.add_argument("--no-strict", action="store_true", help="do not treat Sphinx warnings as errors")
     book.add_argument("--path-output", type=Path, help="build somewhere other than the repository root")
     book.set_defaults(func=cmd_book)
@@ -370,10 +415,17 @@ def parser() -> argparse.ArgumentParser:
 def main(argv: list[str] | None = None) -> int:
     backends.study_process()  # before any command imports TensorFlow or Keras; the notebooks' kernels inherit it
     args = parser().parse_args(argv)
+    if getattr(args, "root", None):  # for this process and the notebooks' kernels it starts
+        os.environ[ROOT_VARIABLE] = str(args.root.resolve())
     try:
         return args.func(args)
     except StudyError as exc:
         print(f"lstmstudy: error: {exc}", file=sys.stderr)
+        return 2
+    except ModuleNotFoundError as exc:  # an optional dependency the command needs: named with its extra
+        if (missing := missing_dependency(exc)) is None:
+            raise
+        print(f"lstmstudy: error: {missing}", file=sys.stderr)
         return 2
     except KeyboardInterrupt:  # every finished row is stored already: a sweep appends group by group
         print("lstmstudy: interrupted; run the same command again to resume", file=sys.stderr)

@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+import re
+from importlib import metadata
+
 
 class StudyError(Exception):
     """Base class: a problem the user can fix, reported without a traceback by the CLI."""
@@ -26,6 +29,10 @@ class DeviceFailed(StudyError):
     """The GPU failed in a way that leaves this process unable to use it (an illegal address, say)."""
 
 
+class WorkerFailed(StudyError):
+    """A worker process of a sweep (`sweep.run`) ended without answering: killed, or crashed in native code."""
+
+
 class Skip(StudyError):
     """A configuration that cannot run here (no GPU, no bf16 support, ...); the reason is stored."""
 
@@ -44,3 +51,51 @@ class SpeedChanged(StudyError):
 
 class NoRecurrentLayers(StudyError):
     """A saved model without recurrent layers: readable, and nothing in it can miss cuDNN."""
+
+
+class MissingDependency(StudyError):
+    """An optional dependency that this installation lacks, named with the extra of the package that brings it."""
+
+    def __init__(self, module: str, extra: str) -> None:
+        super().__init__(f"this needs {module}, which is not installed here: pip install 'lstmstudy[{extra}]'")
+        self.module, self.extra = module, extra
+
+
+#: import names whose distribution is named otherwise (the others are named as they are imported)
+DISTRIBUTIONS = {"yaml": "PyYAML", "pynvml": "nvidia-ml-py", "IPython": "ipython", "myst_nb": "myst-nb",
+                 "jupyter_book": "jupyter-book", "sklearn": "scikit-learn", "PIL": "pillow"}
+
+
+def _normal(name: str) -> str:
+    return re.sub(r"[-_.]+", "-", name).lower()
+
+
+def extra_for(module: str) -> str:
+    """The extra of the installed lstmstudy that brings the top-level `module` (its first, the narrowest), read
+    from the package's own metadata (pyproject.toml's optional-dependencies); '' where none does or where the
+    package is not installed (a copy of the tree)."""
+    wanted = _normal(DISTRIBUTIONS.get(module, module))
+    try:
+        requirements = metadata.requires("lstmstudy") or []
+    except metadata.PackageNotFoundError:
+        return ""
+    for requirement in requirements:
+        name = re.match(r"[A-Za-z0-9._-]+", requirement)
+        extra = re.search(r"""extra\s*==\s*["']([^"']+)""", requirement)
+        if name and extra and _normal(name.group()) == wanted:
+            return extra.group(1)
+    return ""
+
+
+def missing_dependency(exc: ModuleNotFoundError) -> MissingDependency | None:
+    """The one-line error for an import that failed because an optional dependency of one of the package's extras is
+    not installed; None for any other failed import, which keeps its traceback: a module installed but blocked
+    (`houses`) or broken, or one no extra declares."""
+    module = (exc.name or "").split(".")[0]
+    if not (extra := extra_for(module)):
+        return None
+    try:
+        metadata.version(DISTRIBUTIONS.get(module, module))
+    except metadata.PackageNotFoundError:
+        return MissingDependency(module, extra)
+    return None

@@ -17,13 +17,13 @@ import subprocess
 import sys
 import time
 from dataclasses import asdict, dataclass, field
-from functools import lru_cache
 from importlib import metadata
 from pathlib import Path
 from typing import TYPE_CHECKING
 
 from lstmstudy.backends import ISA_CAPS, isa_cap, keras_backend
 from lstmstudy.errors import DeviceUnavailable
+from lstmstudy.paths import PACKAGE_PARENT, is_checkout
 from lstmstudy.results import fingerprint_id
 
 if TYPE_CHECKING:
@@ -70,18 +70,65 @@ def _version(package: str) -> str:
         return ""
 
 
-def _cpu_info() -> dict[str, str]:
+def cpu_info() -> dict[str, str]:
+    """The first CPU's entries in /proc/cpuinfo; where there is none (macOS), the brand and numbers sysctl gives."""
     info: dict[str, str] = {}
     try:
         text = Path("/proc/cpuinfo").read_text()
     except OSError:
-        return {"model name": platform.processor() or platform.machine()}
+        return _sysctl_cpu()
     for line in text.splitlines():
         key, _, value = line.partition(":")
         key = key.strip()
         if key and key not in info:
             info[key] = value.strip()
     return info
+
+
+def _sysctl_cpu() -> dict[str, str]:
+    """macOS's answer for /proc/cpuinfo: every Apple-silicon Mac's `platform.processor()` is 'arm', which would
+    name one result set for an M1 and an M4 Max alike; sysctl names the chip."""
+    keys = {"machdep.cpu.brand_string": "model name", "machdep.cpu.family": "cpu family",
+            "machdep.cpu.model": "model", "hw.cpufamily": "cpufamily", "hw.l2cachesize": "cache size",
+            "hw.perflevel0.physicalcpu": "performance cores"}
+    try:
+        out = subprocess.run(["sysctl", *keys], capture_output=True, text=True, timeout=5).stdout
+    except (OSError, subprocess.SubprocessError):
+        out = ""
+    info = {keys[key]: value.strip() for key, _, value in (line.partition(":") for line in out.splitlines())
+            if key in keys and value.strip()}
+    info.setdefault("model name", platform.processor() or platform.machine())
+    return info
+
+
+def _lscpu_model() -> str:
+    """lscpu's model name: an Arm CPU's /proc/cpuinfo has none (lscpu names its core from the part number)."""
+    try:
+        out = subprocess.run(["lscpu"], capture_output=True, text=True, timeout=5).stdout
+    except (OSError, subprocess.SubprocessError):
+        return ""
+    return next((line.partition(":")[2].strip() for line in out.splitlines() if line.startswith("Model name:")), "")
+
+
+def cpu_model(cpu: dict[str, str]) -> str:
+    """The CPU's name: /proc/cpuinfo's or sysctl's, else lscpu's, else the architecture."""
+    return cpu.get("model name") or _lscpu_model() or platform.processor() or platform.machine()
+
+
+#: the entries of /proc/cpuinfo (or sysctl) that tell two CPUs of one name apart: the x86 family, model and
+#: stepping, the Arm implementer and part, the cache; with a hash of every flag (a VM can hide some of the host's)
+IDENTITY_KEYS = ("vendor_id", "cpu family", "model", "stepping", "cache size", "CPU implementer", "CPU variant",
+                 "CPU part", "CPU revision", "cpufamily", "performance cores")
+
+
+def cpu_identity(cpu: dict[str, str]) -> dict[str, str]:
+    """What separates this CPU from others of its name (`IDENTITY_KEYS`, and `flags_sha`: a hash of all its
+    flags or Arm features), stored in the fingerprint; two sets of one `hardware_id` that differ here are two
+    machines."""
+    identity = {key: cpu[key] for key in IDENTITY_KEYS if cpu.get(key)}
+    if flags := cpu.get("flags") or cpu.get("Features"):
+        identity["flags_sha"] = hashlib.sha256(" ".join(sorted(flags.split())).encode()).hexdigest()[:12]
+    return identity
 
 
 def _physical_cores() -> int:
@@ -101,14 +148,12 @@ def _ram_gb() -> float:
         return 0.0
 
 
-#: the checkout this package runs from
-CHECKOUT = Path(__file__).resolve().parent.parent
 #: what the study writes into its own checkout while it measures: the rendered pages (papermill rewrites a page
 #: as its notebook runs) and the result sets. Changes there do not make the measuring code differ from its commit.
 WRITTEN_WHILE_MEASURING = ("book", "results")
 
 
-def _git(*args: str, root: Path = CHECKOUT) -> str | None:
+def _git(*args: str, root: Path) -> str | None:
     try:
         out = subprocess.run(["git", "-C", str(root), *args], capture_output=True, text=True, timeout=5)
     except (OSError, subprocess.SubprocessError):
@@ -116,14 +161,17 @@ def _git(*args: str, root: Path = CHECKOUT) -> str | None:
     return out.stdout.strip() if out.returncode == 0 else None
 
 
-def git_state(root: Path = CHECKOUT) -> tuple[str, bool | None]:
-    """The checkout's commit and whether it has uncommitted changes to tracked files, outside what the study
-    writes while it measures (`WRITTEN_WHILE_MEASURING`: else every `make book` would record a dirty tree).
+def git_state(root: Path | None = None) -> tuple[str, bool | None]:
+    """The commit of the checkout the package runs from (or `root`) and whether it has uncommitted changes to tracked
+    files, outside what the study writes while it measures (`WRITTEN_WHILE_MEASURING`: else every `make book` would
+    record a dirty tree).
 
     A copy without `.git` (a GPU node, an unpacked archive) reads `$LSTMSTUDY_GIT_COMMIT` instead:
-    `<commit>` or `<commit>+dirty`. Unknown: ("", None).
+    `<commit>` or `<commit>+dirty`; so does a wheel, whose site-packages may lie in a reader's own repository.
+    Unknown: ("", None).
     """
-    commit = _git("rev-parse", "--short=12", "HEAD", root=root)
+    root = root or (PACKAGE_PARENT if is_checkout(PACKAGE_PARENT) else None)
+    commit = _git("rev-parse", "--short=12", "HEAD", root=root) if root else None
     if commit is not None:
         excluded = [f":(exclude){path}" for path in WRITTEN_WHILE_MEASURING]
         return commit, bool(_git("status", "--porcelain", "--untracked-files=no", "--", ".", *excluded, root=root))
@@ -187,6 +235,12 @@ class Fingerprint:
     git_dirty: bool | None = None
     #: the environment variables that change what runs (`ENVIRONMENT`), as set for this run
     environment: dict[str, str] = field(default_factory=dict)
+    #: what tells this CPU from others of its name (`cpu_identity`)
+    cpu_identity: dict[str, str] = field(default_factory=dict)
+    #: the vector instructions torch's own CPU kernels dispatch to ("AVX512", "AVX2"; `ATEN_CPU_CAPABILITY` caps it)
+    cpu_capability: str = ""
+    #: threads of each native thread pool in the process (`thread_pools`): OpenMP, MKL, OpenBLAS, ...
+    thread_pools: dict[str, int] = field(default_factory=dict)
     #: this run's speed (`calibrate`), where a sweep measured it: one cloud VM id can run 2-3x slower on another day
     calibration_s: float | None = None
 
@@ -203,10 +257,28 @@ class Fingerprint:
         return {"hardware_id": self.hardware_id, "id": self.id, **asdict(self)}
 
 
+#: the environment variable that caps the instruction set of torch's own CPU kernels, as `ISA_CAPS` caps oneDNN's
+ATEN_CAP = "ATEN_CPU_CAPABILITY"
 #: environment variables that change threads, kernels or devices
-ENVIRONMENT = ("OMP_NUM_THREADS", "MKL_NUM_THREADS", "TF_ENABLE_ONEDNN_OPTS", "TF_NUM_INTRAOP_THREADS",
-               "TF_NUM_INTEROP_THREADS", "KERAS_BACKEND", "CUDA_VISIBLE_DEVICES", "CUBLAS_WORKSPACE_CONFIG",
-               "LSTMSTUDY_HOST", *ISA_CAPS)
+ENVIRONMENT = ("OMP_NUM_THREADS", "MKL_NUM_THREADS", "OPENBLAS_NUM_THREADS", "VECLIB_MAXIMUM_THREADS",
+               "TF_ENABLE_ONEDNN_OPTS", "TF_NUM_INTRAOP_THREADS", "TF_NUM_INTEROP_THREADS", "KERAS_BACKEND",
+               "CUDA_VISIBLE_DEVICES", "CUBLAS_WORKSPACE_CONFIG", "LSTMSTUDY_HOST", *ISA_CAPS, ATEN_CAP)
+
+
+def thread_pools() -> dict[str, int]:
+    """Threads of each native pool in this process: torch's own OpenMP and MKL (linked into torch, where threadpoolctl
+    cannot see them) and, where threadpoolctl is installed, every BLAS and OpenMP runtime loaded (numpy's OpenBLAS,
+    TensorFlow's). Two runs with other pools run at other speeds though torch's thread count is the same."""
+    import torch
+
+    found = re.findall(r"(\w+)_get_max_threads\(\) : (\d+)", torch.__config__.parallel_info())
+    pools = {f"{'openmp' if name == 'omp' else name} (torch)": int(threads) for name, threads in found}
+    try:
+        from threadpoolctl import threadpool_info
+    except ImportError:  # the [torch] extra brings it; a GPU node's own torch may come without it
+        return pools
+    return pools | {f"{pool['internal_api']} ({pool['prefix']})": int(pool["num_threads"])
+                    for pool in threadpool_info()}
 
 
 def conditions() -> dict[str, object]:
@@ -291,7 +363,7 @@ def fingerprint(device: torch.device | str = "cpu") -> Fingerprint:
     import torch
 
     dev = device if isinstance(device, torch.device) else resolve_device(device)
-    cpu = _cpu_info()
+    cpu = cpu_info()
     flags = sorted(set(cpu.get("flags", "").split()) & set(INTERESTING_FLAGS))
     gpu: dict = {}
     if dev.type == "cuda":
@@ -308,7 +380,7 @@ def fingerprint(device: torch.device | str = "cpu") -> Fingerprint:
     commit, dirty = git_state()
     return Fingerprint(
         device_kind=dev.type,
-        cpu_model=cpu.get("model name", platform.processor()),
+        cpu_model=cpu_model(cpu),
         cpu_flags=flags,
         physical_cores=_physical_cores(),
         threads=torch.get_num_threads(),
@@ -323,10 +395,15 @@ def fingerprint(device: torch.device | str = "cpu") -> Fingerprint:
         git_dirty=dirty,
         host=host_tag(),
         environment={name: os.environ[name] for name in ENVIRONMENT if name in os.environ},
+        cpu_identity=cpu_identity(cpu),
+        cpu_capability=torch.backends.cpu.get_cpu_capability(),
+        thread_pools=thread_pools(),
         **gpu,
     )
 
 
+#: what `cpu_model` falls back to where nothing names the CPU: names no model, so the signature is added
+ARCHITECTURES = ("aarch64", "arm64", "x86-64", "i386", "i686")
 _NOISE = re.compile(r"\(r\)|\(tm\)|\bcpu\b|\bprocessor\b|@.*$|\bintel\b|\bamd\b|\bnvidia\b|\bgeforce\b|\bcore\b")
 
 
@@ -334,21 +411,27 @@ def _slug(text: str) -> str:
     return re.sub(r"[^a-z0-9]+", "-", _NOISE.sub(" ", text.lower())).strip("-")
 
 
-@lru_cache(maxsize=None)
-def _cpu_signature() -> str:
-    """Family and model numbers, to tell apart CPUs whose marketing name is generic ("Xeon Processor")."""
-    cpu = _cpu_info()
-    return f"f{cpu.get('cpu family', '0')}m{cpu.get('model', '0')}"
+def _cpu_signature(identity: dict[str, str]) -> str:
+    """Numbers that tell apart CPUs whose name is generic ("Xeon Processor", an Arm core's "aarch64"): the x86
+    family and model, else the Arm implementer and part, else a hash of the whole identity."""
+    if "cpu family" in identity or not identity:
+        return f"f{identity.get('cpu family', '0')}m{identity.get('model', '0')}"
+    if "CPU part" in identity:
+        return _slug(f"i{identity.get('CPU implementer', '')}p{identity['CPU part']}".replace("0x", ""))
+    return hashlib.sha256(repr(sorted(identity.items())).encode()).hexdigest()[:6]
 
 
 def hardware_id(fp: Fingerprint) -> str:
     """A short, stable, filename-safe name for a result set, e.g. `cuda-h100-80gb-hbm3-1a2b3c` (GPU model and
     host tag) or `cpu-xeon-f6m143-2t` (CPU model and threads); a CPU measured with oneDNN capped (`ISA_CAPS`) is
-    a set of its own, `cpu-xeon-f6m143-2t-avx2`: it runs other kernels than the same CPU uncapped."""
+    a set of its own, `cpu-xeon-f6m143-2t-avx2`, and one with torch's kernels capped (`ATEN_CAP`) too,
+    `cpu-xeon-f6m143-2t-aten-avx2`: they run other kernels than the same CPU uncapped."""
     if fp.device_kind == "cuda":
         return f"cuda-{_slug(fp.gpu_name)}-{fp.host}" if fp.host else f"cuda-{_slug(fp.gpu_name)}"
     name = _slug(fp.cpu_model) or "unknown"
-    if not re.search(r"\d", name):
-        name = f"{name}-{_cpu_signature()}"
+    if not re.search(r"\d", name) or name in ARCHITECTURES:
+        name = f"{name}-{_cpu_signature(fp.cpu_identity)}"
     cap = isa_cap(fp.environment).partition("=")[2]
-    return f"cpu-{name}-{fp.threads}t" + (f"-{_slug(cap)}" if cap else "")
+    aten = fp.environment.get(ATEN_CAP, "")
+    return (f"cpu-{name}-{fp.threads}t" + (f"-{_slug(cap)}" if cap else "")
+            + (f"-aten-{_slug(aten)}" if aten else ""))

@@ -18,6 +18,7 @@ import pandas as pd
 from lstmstudy import published, published_rules, results
 from lstmstudy.claims import Claim, registry
 from lstmstudy.rules import CPU_ANALOGUE, GPU, PUBLISHED, PUBLISHED_PREFIX, Outcome, one_burst_sets
+from lstmstudy.stats import NOISY_WORDS
 from lstmstudy.toc import TOC, claim_pages
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -83,7 +84,7 @@ def noise(frame: pd.DataFrame) -> str:
     if one_burst_sets(frame):
         return "noise not assessed (one burst per row, measured before interleaved rounds)"
     flagged = ok["noisy"].dropna()
-    return f"{int(flagged.sum())} of {len(flagged)} timed rows noisy (95% interval wider than +-10%)"
+    return f"{int(flagged.sum())} of {len(flagged)} timed rows noisy ({NOISY_WORDS})"
 
 
 _MD_SPECIAL = re.compile(r"([\\`*_{}\[\]<>|#$~])")

@@ -66,12 +66,22 @@ def hardware_sets(results: pd.DataFrame, claim: str | None = None, root: Path | 
     for hardware_id, part in results.groupby("hardware_id", sort=True):
         timed = (part.status == "ok").any()
         evidence = GPU if hardware_id.startswith("cuda-") else CPU_ANALOGUE
-        timing = "one burst per row: noise not assessed, no verdict" if hardware_id in bursts else "interleaved rounds"
+        timing = ("nothing timed" if not timed else "one burst per row: noise not assessed, no verdict"
+                  if hardware_id in bursts else f"interleaved rounds, {_processes_text(part)}")
         rows.append({"hardware_id": hardware_id, "evidence": evidence if timed else "not measured",
-                     "configurations": len(part), "timing": timing if timed else "nothing timed",
+                     "configurations": len(part), "timing": timing,
                      "measured at": _provenance(part, stored.get(hardware_id, [])),
                      "speed": _speed(part, stored.get(hardware_id, []))})
     return pd.DataFrame(rows, columns=columns)
+
+
+def _processes_text(rows: pd.DataFrame) -> str:
+    """How many worker processes a set's timed rows come from (`sweep.run`): one process's intervals lack the
+    noise between processes, and a reader should know which sets that is."""
+    counts = sorted({max(1, len(sizes)) for sizes in rows.loc[rows.status == "ok", "process_rounds"]})
+    if counts == [1]:
+        return "one process (the intervals hold no noise between processes)"
+    return f"{counts[0]} worker processes" if len(counts) == 1 else f"{counts[0]} to {counts[-1]} worker processes"
 
 
 def _runs(rows: pd.DataFrame, stored: list[dict]) -> list[dict]:

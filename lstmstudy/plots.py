@@ -12,7 +12,9 @@ import pandas as pd
 import seaborn as sns
 from matplotlib.ticker import FixedLocator, FormatStrFormatter, FuncFormatter, NullFormatter
 
-NOISY_LABEL = "noisy (95% interval wider than +-10%)"
+from lstmstudy.stats import NOISY_WORDS
+
+NOISY_LABEL = f"noisy ({NOISY_WORDS})"
 
 
 def use_theme() -> None:

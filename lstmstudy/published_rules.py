@@ -28,7 +28,7 @@ from lstmstudy.claims import mixed_precision as c03
 from lstmstudy.claims import parallel_training as c07
 from lstmstudy.rules import PUBLISHED_PREFIX, Outcome, Verdict
 from lstmstudy.shapes import LSTMShape
-from lstmstudy.stats import geomean
+from lstmstudy.stats import geomean, with_intervals
 
 POINT_ONLY = "point only: the source publishes one figure, no repeat to form an interval from"
 #: the fewest repeats of a measurement that can form a 95% interval: a bootstrap over fewer returns little more than
@@ -188,7 +188,7 @@ def beside_deepbench(results: pd.DataFrame, kernel: str, phase: str) -> pd.DataF
     if not results.empty:
         ok = results[(results.status == "ok") & results.hardware_id.str.startswith("cuda-") & (results.kernel == kernel)
                      & (results.phase == phase) & (results.features == results.hidden)]
-        for r in ok.itertuples():
+        for r in with_intervals(ok).itertuples():
             key = (_V100_PRECISION.get(r.precision, ""), r.hidden, r.batch, r.timesteps)
             if key in v100.index:
                 theirs = float(v100.loc[key, column])

@@ -26,10 +26,12 @@ from collections.abc import Iterable, Iterator, Mapping
 from contextlib import contextmanager, suppress
 from pathlib import Path
 
+import numpy as np
 import pandas as pd
 from filelock import FileLock
 
 from lstmstudy.errors import ResultsCorrupt
+from lstmstudy.paths import study_root
 
 COLUMNS: tuple[str, ...] = (
     "claim", "kernel", "framework", "backend", "device", "device_kind", "hardware_id", "precision", "phase",
@@ -37,19 +39,21 @@ COLUMNS: tuple[str, ...] = (
     "threads", "n_samples", "median_s", "p25_s", "p75_s", "ci_low_s", "ci_high_s", "samples_s",
     "round_sizes", "round_seed", "noisy",
     "flops", "achieved_flops", "energy_j", "observed_kernel", "observed_detail", "predicted_kernel", "compute_dtype",
-    "status", "error", "versions", "fingerprint_id", "load_1m", "cpu_mhz", "thread_settings", "created_at",
+    "status", "error", "versions", "fingerprint_id", "load_1m", "cpu_mhz", "thread_settings", "created_at", "process",
 )
 #: Columns added since the first schema. A file without them still reads (they read as empty: one round,
 #: no provenance) and is rewritten in the current schema by the next `append`.
 ADDED_COLUMNS: tuple[str, ...] = ("round_sizes", "round_seed", "noisy", "fingerprint_id", "load_1m", "cpu_mhz",
-                                  "thread_settings")
+                                  "thread_settings", "process")
 FIRST_COLUMNS = tuple(c for c in COLUMNS if c not in ADDED_COLUMNS)
+#: every header a set may have been written with: the first schema, the one before `process`, this one
+SCHEMAS = (FIRST_COLUMNS, tuple(c for c in COLUMNS if c != "process"), COLUMNS)
 #: The columns that identify one configuration within a hardware set (what a resumed sweep skips).
 KEY_COLUMNS: tuple[str, ...] = (
     "kernel", "backend", "precision", "phase", "batch", "timesteps", "features", "hidden", "layers", "bidirectional",
     "config",
 )
-INT_COLUMNS = ("batch", "timesteps", "features", "hidden", "layers", "threads", "n_samples", "round_seed")
+INT_COLUMNS = ("batch", "timesteps", "features", "hidden", "layers", "threads", "n_samples", "round_seed", "process")
 FLOAT_COLUMNS = ("median_s", "p25_s", "p75_s", "ci_low_s", "ci_high_s", "flops", "achieved_flops", "energy_j",
                  "load_1m", "cpu_mhz")
 JSON_LIST_COLUMNS = ("samples_s", "round_sizes")
@@ -60,13 +64,11 @@ FIELD_LIMIT = 2**31 - 1
 
 
 def default_root() -> Path:
-    """`$LSTMSTUDY_RESULTS`, else `results/` of the checkout the package runs from, else `./results`."""
+    """`$LSTMSTUDY_RESULTS`, else `results/` of the study's root (`paths.study_root`: `$LSTMSTUDY_ROOT`, the checkout
+    the package runs from, or the current folder)."""
     if env := os.environ.get("LSTMSTUDY_RESULTS"):
         return Path(env)
-    checkout = Path(__file__).resolve().parent.parent
-    if (checkout / "pyproject.toml").exists():
-        return checkout / "results"
-    return Path.cwd() / "results"
+    return study_root() / "results"
 
 
 def set_path(claim: str, hardware_id: str, root: Path | None = None) -> Path:
@@ -137,7 +139,7 @@ def _parse(path: Path, text: str) -> list[dict[str, str]]:
     reader = csv.reader(io.StringIO(text, newline=""))
     try:
         header = tuple(next(reader))
-        if header not in (COLUMNS, FIRST_COLUMNS):
+        if header not in SCHEMAS:
             missing = [c for c in COLUMNS if c not in header]
             extra = [c for c in header if c not in COLUMNS]
             raise ResultsCorrupt(f"{path}:1: header does not match the results schema "
@@ -317,27 +319,32 @@ def store_cut_off(claim: str, hardware_id: str, root: Path | None = None) -> int
 DONE_STATUSES = ("ok", "skipped")
 
 
-def stored_keys(claim: str, hardware_id: str,
-                root: Path | None = None) -> tuple[set[tuple[str, ...]], set[tuple[str, ...]]]:
-    """The configurations of a hardware set that are done (stored `ok` or `skipped`: a resumed sweep skips
-    them) and those whose every stored row is an `error` (measured again only when asked to), from one read."""
+def stored_keys(claim: str, hardware_id: str, root: Path | None = None,
+                process: int = 0) -> tuple[set[tuple[str, ...]], set[tuple[str, ...]]]:
+    """The configurations of a hardware set that are done for worker `process` (stored `ok` by it, or `skipped`
+    by any: a resumed sweep skips them) and those whose every stored row is an `error` (measured again only
+    when asked to), from one read."""
     rows = read_rows(set_path(claim, hardware_id, root))
-    done = {row_key(row) for row in rows if row["status"] in DONE_STATUSES}
-    return done, {row_key(row) for row in rows if row["status"] == "error"} - done
+    done_by_any = {row_key(row) for row in rows if row["status"] in DONE_STATUSES}
+    done = {row_key(row) for row in rows if row["status"] == "skipped"
+            or (row["status"] == "ok" and int(row.get("process") or 0) == process)}
+    return done, {row_key(row) for row in rows if row["status"] == "error"} - done_by_any
 
 
 def load(claim: str, root: Path | None = None, *, latest: bool = True) -> pd.DataFrame:
     """One DataFrame over every hardware set stored for `claim`.
 
     With `latest`, a configuration measured more than once on the same hardware (a `--rerun`) keeps
-    only its newest row; the older rows stay in the file. `samples` holds the raw samples as a list, `host`
-    the host tag of the fingerprint that produced the row ('' where unknown).
+    only its newest row; the older rows stay in the file. A configuration timed by several worker processes
+    (`sweep`) is one row: its newest row of process 0 with the rounds each later process timed after it
+    (`_join_processes`). `samples` holds the raw samples as a list, `process_rounds` how many rounds each process
+    timed (empty for one process), `host` the host tag of the fingerprint that produced the row ('' where unknown).
     """
     folder = Path(root or default_root()) / claim
     rows = [row for path in sorted(folder.glob("*.csv")) for row in read_rows(path)]
     frame = pd.DataFrame(rows, columns=list(COLUMNS))
     if frame.empty:
-        return frame.assign(samples=pd.Series(dtype=object))
+        return frame.assign(samples=pd.Series(dtype=object), process_rounds=pd.Series(dtype=object))
     for column in INT_COLUMNS:
         frame[column] = pd.to_numeric(frame[column]).astype("Int64")
     for column in FLOAT_COLUMNS:
@@ -349,7 +356,45 @@ def load(claim: str, root: Path | None = None, *, latest: bool = True) -> pd.Dat
     frame["created_at"] = pd.to_datetime(frame["created_at"], utc=True)
     hosts = {fp["id"]: fp.get("host", "") for known in fingerprints(claim, root).values() for fp in known}
     frame["host"] = frame["fingerprint_id"].map(lambda i: hosts.get(i, ""))  # "" for rows stored before ids
+    frame["process"] = frame["process"].fillna(0)
+    frame["process_rounds"] = [[] for _ in range(len(frame))]
     if latest:
-        keys = ["hardware_id", *KEY_COLUMNS]
-        frame = frame.sort_values("created_at", kind="stable").drop_duplicates(keys, keep="last")
+        frame = _join_processes(frame.sort_values("created_at", kind="stable"))
     return frame.reset_index(drop=True)
+
+
+def _join_processes(frame: pd.DataFrame) -> pd.DataFrame:
+    """One row per configuration and hardware set: the newest row of worker process 0 (or, where it has none, the
+    newest of any), joined with the newest `ok` row each other process stored after it (a `--rerun` starts again
+    at process 0, so the rows of an earlier run are left out). `frame` is sorted by `created_at`."""
+    from lstmstudy import stats
+
+    keys = ["hardware_id", *KEY_COLUMNS]
+    several = frame.groupby(keys, sort=False, dropna=False).process.transform("max") > 0
+    single = frame[~several].drop_duplicates(keys, keep="last")
+    if not several.any():
+        return single
+    rows = []
+    for _, group in frame[several].groupby(keys, sort=False, dropna=False):
+        firsts = group[group.process == 0]
+        base = (firsts if len(firsts) else group).iloc[-1]
+        later = group[(group.process != 0) & (group.created_at > base.created_at) & (group.status == "ok")]
+        parts = [base, *later.drop_duplicates("process", keep="last").sort_values("process").itertuples(index=False)]
+        if base.status != "ok" or len(parts) == 1:
+            rows.append(base)
+            continue
+        joined = base.copy()
+        sizes = [list(part.round_sizes) or [len(part.samples)] for part in parts]  # one burst: one round
+        joined["samples"] = [s for part in parts for s in part.samples]
+        joined["round_sizes"] = [n for each in sizes for n in each]
+        joined["process_rounds"] = [len(each) for each in sizes]
+        joined["round_seed"] = ",".join(str(part.round_seed) for part in parts)
+        joined["n_samples"] = len(joined["samples"])
+        joined["noisy"] = any(part.noisy is True for part in parts)
+        joined["created_at"] = max(part.created_at for part in parts)
+        joined["median_s"], joined["ci_low_s"], joined["ci_high_s"] = stats.row_median(joined)
+        joined["p25_s"], joined["p75_s"] = np.percentile(joined["samples"], [25, 75])
+        rows.append(joined)
+    joined = pd.DataFrame(rows, columns=frame.columns).astype({c: frame[c].dtype for c in frame.columns
+                                                              if c not in ("round_seed", "noisy")})
+    return pd.concat([single.astype({"round_seed": object}), joined]).sort_values("created_at", kind="stable")

@@ -2,10 +2,17 @@
 and the geometric mean that averages ratios.
 
 A row's samples come in rounds (`timing.interleave`): short bursts of the kernels a claim compares, in a
-shuffled order, repeated. Its time is the median over rounds of the round medians, and its interval a
-bootstrap over rounds and, within each, over samples, so that drift between rounds (a neighbour's load,
-a clock change) widens the interval instead of hiding in it. Two rows timed in the same rounds give
-their ratio round by round, so drift that slows both cancels.
+shuffled order, repeated; and the rounds of a set measured in several worker processes (`sweep`) come from
+each of them (`process_rounds`: how many rounds each process timed). Its time is the median over rounds of the
+round medians, and its interval a bootstrap over processes, over rounds within each and over samples within
+each round, so that drift between rounds (a neighbour's load, a clock change) and between processes (another
+memory layout, another start) widens the interval instead of hiding in it. Two rows timed in the same rounds
+give their ratio round by round, so drift that slows both cancels.
+
+Every interval is a **re-run interval**: where a second run on the same machine is expected to land 95% of the
+time, not only where the true value lies. A second run's estimate has its own noise besides the first's, so the
+interval is formed from differences of two independent replicates (`_rerun`): about sqrt(2) times the width of a
+95% confidence interval. `benchmarks/interval_coverage.py` checks that a second run lands inside.
 """
 
 from __future__ import annotations
@@ -14,6 +21,11 @@ from collections.abc import Sequence
 
 import numpy as np
 import pandas as pd
+
+#: a timed row is noisy while its re-run interval's half width exceeds this fraction of its time (`timing.Rounds`
+#: plans more rounds for it, then flags it): +-14% is a 95% confidence interval of about +-10%
+NOISE_BOUND = 0.14
+NOISY_WORDS = f"95% re-run interval wider than +-{NOISE_BOUND:.0%}"
 
 #: what identifies one configuration across kernels (a ratio pairs rows that agree on all of these)
 SHAPE_KEYS = ["hardware_id", "phase", "precision", "batch", "timesteps", "features", "hidden", "layers",
@@ -36,9 +48,38 @@ def center(rounds: Sequence[np.ndarray]) -> float:
     return float(np.median([np.median(r) for r in rounds]))
 
 
+def _draws(processes: Sequence[int], n_rounds: int, n_boot: int, rng: np.random.Generator) -> np.ndarray:
+    """Which rounds each bootstrap replicate draws, shape (n_boot, slots), -1 in a slot left empty.
+
+    One process (`processes` empty or of one entry): the rounds with replacement. Several (`processes` gives each
+    one's number of rounds, in round order): the processes with replacement, then each drawn process's own rounds
+    with replacement, as many as it timed (a process with fewer rounds leaves slots empty)."""
+    if len(processes) <= 1:
+        return rng.integers(0, n_rounds, (n_boot, n_rounds))
+    sizes = np.asarray(processes, dtype=int)
+    if sizes.sum() != n_rounds:
+        raise ValueError(f"process rounds {list(processes)} do not add up to {n_rounds} rounds")
+    starts = np.concatenate([[0], np.cumsum(sizes)[:-1]])
+    chosen = rng.integers(0, sizes.size, (n_boot, sizes.size))
+    drawn = (rng.random((n_boot, sizes.size, sizes.max())) * sizes[chosen][..., None]).astype(int)
+    picks = starts[chosen][..., None] + drawn
+    picks[np.arange(sizes.max()) >= sizes[chosen][..., None]] = -1
+    return picks.reshape(n_boot, -1)
+
+
+def _few_processes(boot: np.ndarray, estimate: float, processes: Sequence[int]) -> np.ndarray:
+    """Replicates drawn over K processes spread (log scale) sqrt(K / (K - 1)) times as far from `estimate`: drawing
+    K of K values with replacement shrinks their variance by (K - 1) / K, which at 3 processes is a third too
+    little (the bootstrap's usual rescaling; it widens the rounds' share too, which errs on the safe side)."""
+    if len(processes) <= 1:
+        return boot
+    return estimate * (boot / estimate) ** np.sqrt(len(processes) / (len(processes) - 1))
+
+
 def _resampled_round_medians(rounds: Sequence[np.ndarray], picks: np.ndarray, rng: np.random.Generator) -> np.ndarray:
-    """For each drawn round (`picks`, shape (boot, R)), the median of its samples resampled with replacement."""
-    out = np.empty(picks.shape)
+    """For each drawn round (`picks`, shape (boot, slots)), the median of its samples resampled with replacement;
+    NaN in an empty slot (-1)."""
+    out = np.full(picks.shape, np.nan)
     for index, values in enumerate(rounds):
         where = picks == index
         if count := int(where.sum()):
@@ -52,48 +93,70 @@ def _interval(boot: np.ndarray, confidence: float) -> tuple[float, float]:
     return float(lo), float(hi)
 
 
-def bootstrap_median(rounds: Sequence[np.ndarray], *, n_boot: int = 1000, seed: int = 0,
-                     confidence: float = 0.95) -> tuple[float, float, float]:
-    """`center(rounds)` and a hierarchical percentile-bootstrap interval for it.
+def _rerun(estimate: float, boot: np.ndarray, rng: np.random.Generator) -> np.ndarray:
+    """Replicates of a second run's estimate: `estimate` moved by the difference of two independent bootstrap
+    replicates (on a log scale, where every replicate is positive: times and ratios, whose noise multiplies), so
+    that the spread carries the noise of both runs. Their percentile interval is the re-run interval."""
+    other = boot[rng.permutation(boot.size)]
+    if np.all(boot > 0):
+        return estimate * np.exp(np.log(boot) - np.log(other))
+    return estimate + (boot - other)
 
-    Each replicate draws the rounds with replacement, then each drawn round's samples with replacement:
-    the interval includes the drift between rounds, not only the scatter within one burst.
+
+def bootstrap_median(rounds: Sequence[np.ndarray], *, processes: Sequence[int] = (), n_boot: int = 1000,
+                     seed: int = 0, confidence: float = 0.95) -> tuple[float, float, float]:
+    """`center(rounds)` and its hierarchical percentile-bootstrap re-run interval.
+
+    Each replicate draws the processes with replacement (`processes`: rounds per process; one process when
+    empty), the rounds of each drawn process, then each drawn round's samples: the interval includes the drift
+    between processes and between rounds, not only the scatter within one burst.
     """
-    return (center(rounds), *_interval(_center_replicates(rounds, n_boot, np.random.default_rng(seed)), confidence))
+    rng = np.random.default_rng(seed)
+    estimate = center(rounds)
+    return (estimate, *_interval(_rerun(estimate, _center_replicates(rounds, processes, n_boot, rng), rng),
+                                 confidence))
 
 
-def _center_replicates(rounds: Sequence[np.ndarray], n_boot: int, rng: np.random.Generator) -> np.ndarray:
-    """`n_boot` hierarchical bootstrap replicates of `center(rounds)`: rounds drawn, then samples within each."""
-    picks = rng.integers(0, len(rounds), (n_boot, len(rounds)))
-    return np.median(_resampled_round_medians(rounds, picks, rng), axis=1)
+def _center_replicates(rounds: Sequence[np.ndarray], processes: Sequence[int], n_boot: int,
+                       rng: np.random.Generator) -> np.ndarray:
+    """`n_boot` hierarchical bootstrap replicates of `center(rounds)` (`_draws`, then samples within each round)."""
+    boot = np.nanmedian(_resampled_round_medians(rounds, _draws(processes, len(rounds), n_boot, rng), rng), axis=1)
+    return _few_processes(boot, center(rounds), processes)
 
 
 def ratio_replicates(numerator: Sequence[np.ndarray], denominator: Sequence[np.ndarray], *, paired: bool = False,
-                     n_boot: int = 1000, seed: int = 0) -> tuple[float, np.ndarray]:
-    """The ratio of two rows' times, numerator over denominator, and its hierarchical bootstrap replicates.
+                     processes: tuple[Sequence[int], Sequence[int]] = ((), ()), n_boot: int = 1000,
+                     seed: int = 0) -> tuple[float, np.ndarray]:
+    """The ratio of two rows' times, numerator over denominator, and bootstrap replicates of a re-run of it.
 
     `paired`: the two were timed in the same rounds (interleaved), so the ratio is formed within each
     round (round medians) and summarised by its median over rounds, and a replicate draws the same rounds
     for both: drift that slows both cancels. Unpaired, it is `center(numerator) / center(denominator)`
-    and each side is resampled on its own.
+    and each side is resampled on its own. `processes`: each side's rounds per process (`bootstrap_median`).
     """
     rng = np.random.default_rng(seed)
     if paired:
-        if len(numerator) != len(denominator):
+        if len(numerator) != len(denominator) or list(processes[0]) != list(processes[1]):
             raise ValueError(f"paired rows need the same rounds, got {len(numerator)} and {len(denominator)}")
         per_round = [np.median(a) / np.median(b) for a, b in zip(numerator, denominator)]
-        picks = rng.integers(0, len(numerator), (n_boot, len(numerator)))
-        boot = np.median(_resampled_round_medians(numerator, picks, rng)
-                         / _resampled_round_medians(denominator, picks, rng), axis=1)
-        return float(np.median(per_round)), boot
-    boot_a = _center_replicates(numerator, n_boot, rng)
-    return center(numerator) / center(denominator), boot_a / _center_replicates(denominator, n_boot, rng)
+        picks = _draws(processes[0], len(numerator), n_boot, rng)
+        boot = np.nanmedian(_resampled_round_medians(numerator, picks, rng)
+                            / _resampled_round_medians(denominator, picks, rng), axis=1)
+        ratio = float(np.median(per_round))
+        boot = _few_processes(boot, ratio, processes[0])
+    else:
+        boot = (_center_replicates(numerator, processes[0], n_boot, rng)
+                / _center_replicates(denominator, processes[1], n_boot, rng))
+        ratio = center(numerator) / center(denominator)
+    return ratio, _rerun(ratio, boot, rng)
 
 
 def bootstrap_ratio(numerator: Sequence[np.ndarray], denominator: Sequence[np.ndarray], *, paired: bool = False,
-                    n_boot: int = 1000, seed: int = 0, confidence: float = 0.95) -> tuple[float, float, float]:
-    """`ratio_replicates`' ratio and its percentile interval."""
-    ratio, boot = ratio_replicates(numerator, denominator, paired=paired, n_boot=n_boot, seed=seed)
+                    processes: tuple[Sequence[int], Sequence[int]] = ((), ()), n_boot: int = 1000, seed: int = 0,
+                    confidence: float = 0.95) -> tuple[float, float, float]:
+    """`ratio_replicates`' ratio and its percentile (re-run) interval."""
+    ratio, boot = ratio_replicates(numerator, denominator, paired=paired, processes=processes, n_boot=n_boot,
+                                   seed=seed)
     return (ratio, *_interval(boot, confidence))
 
 
@@ -126,23 +189,48 @@ def row_rounds(row) -> list[np.ndarray]:
     return rounds_of(_field(row, "samples"), _field(row, "round_sizes"))
 
 
+def row_processes(row) -> list[int]:
+    """How many of a loaded row's rounds each worker process timed (`results.load`: `process_rounds`); empty for
+    a row of one process."""
+    return list(_field(row, "process_rounds"))
+
+
+def row_median(row, **options) -> tuple[float, float, float]:
+    """`bootstrap_median` of a loaded row: its time and re-run interval, over its processes and rounds."""
+    return bootstrap_median(row_rounds(row), processes=row_processes(row), **options)
+
+
+def with_intervals(rows: pd.DataFrame) -> pd.DataFrame:
+    """`rows` with `ci_low_s`/`ci_high_s` formed again from their samples (`row_median`): a stored row keeps the
+    interval its process saw as it measured, which holds neither its other processes nor a re-run's noise."""
+    out = rows.copy()
+    for index, row in out.iterrows():
+        if row.get("status") == "ok" and len(row_rounds(row)):
+            _, out.at[index, "ci_low_s"], out.at[index, "ci_high_s"] = row_median(row)
+    return out
+
+
 def interleaved(a, b) -> bool:
-    """True when two loaded rows were timed in the same interleaved rounds (same round seed and count)."""
+    """True when two loaded rows were timed in the same interleaved rounds (same round seeds, one per process,
+    and the same rounds in each process)."""
     seed_a, seed_b = _field(a, "round_seed", ""), _field(b, "round_seed", "")
     return (str(seed_a) not in ("", "<NA>") and str(seed_a) == str(seed_b)
-            and len(_field(a, "round_sizes")) == len(_field(b, "round_sizes")))
+            and len(_field(a, "round_sizes")) == len(_field(b, "round_sizes"))
+            and row_processes(a) == row_processes(b))
 
 
 def row_ratio(numerator, denominator, **options) -> tuple[float, float, float]:
     """`bootstrap_ratio` of two loaded rows, paired when they were interleaved."""
     return bootstrap_ratio(row_rounds(numerator), row_rounds(denominator),
-                           paired=interleaved(numerator, denominator), **options)
+                           paired=interleaved(numerator, denominator),
+                           processes=(row_processes(numerator), row_processes(denominator)), **options)
 
 
 def row_replicates(numerator, denominator, **options) -> tuple[float, np.ndarray]:
     """`ratio_replicates` of two loaded rows, paired when they were interleaved."""
     return ratio_replicates(row_rounds(numerator), row_rounds(denominator),
-                            paired=interleaved(numerator, denominator), **options)
+                            paired=interleaved(numerator, denominator),
+                            processes=(row_processes(numerator), row_processes(denominator)), **options)
 
 
 def _field(row, name: str, default: object = ()):

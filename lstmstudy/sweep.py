@@ -21,10 +21,14 @@ from __future__ import annotations
 
 import faulthandler
 import gc
+import os
+import pickle
 import re
 import signal
 import statistics
+import subprocess
 import sys
+import tempfile
 import threading
 import time
 from abc import ABC, abstractmethod
@@ -40,7 +44,7 @@ from tqdm.auto import tqdm
 from lstmstudy import hardware, results, terminal
 from lstmstudy.backends import ieee_fp32
 from lstmstudy.contract import Point, PointResult, Prepared
-from lstmstudy.errors import DeviceFailed, Skip, SpeedChanged
+from lstmstudy.errors import DeviceFailed, Skip, SpeedChanged, StudyError, WorkerFailed
 from lstmstudy.timing import Rounds, interleave
 
 #: prepare(point, device): a `Prepared` point to time in the group's rounds, or, for a point measured its
@@ -201,6 +205,7 @@ class SweepReport:
     errors_not_retried: int = 0
     left: int = 0  # points not started because the deadline came
     cut_off: int = 0  # error rows stored at the start for a group an earlier call was killed in
+    processes: int = 1  # the worker processes whose passes ran (`run`)
 
     def __str__(self) -> str:
         text = (f"{self.claim}: {self.measured} measured, {self.skipped} skipped, {self.errors} errors, "
@@ -211,19 +216,22 @@ class SweepReport:
             text += f", {self.errors_not_retried} stored errors not retried (--retry-errors)"
         if self.left:
             text += f", {self.left} left for the next call (deadline)"
+        if self.processes > 1:
+            text += f", timed in {self.processes} worker processes"
         return f"{text} -> {self.path}"
 
 
 def make_row(claim: str, point: Point, device: torch.device, fp: hardware.Fingerprint, *,
              outcome: PointResult | None = None, status: str = "ok", error: str = "",
-             conditions: dict | None = None) -> dict:
+             conditions: dict | None = None, process: int = 0) -> dict:
     """The stored row for one point: its key, the statistics and raw samples (by round), where it ran, the
-    fingerprint that produced it and the machine's `conditions` before it (`hardware.conditions`)."""
+    fingerprint that produced it, the machine's `conditions` before it (`hardware.conditions`) and which worker
+    `process` of its run timed it (`run`)."""
     row: dict = {
         "claim": claim, **point.key_fields(), "framework": point.kernel.split(".", 1)[0],
         "device": str(device), "device_kind": device.type, "hardware_id": fp.hardware_id,
         "status": status, "error": error, "versions": fp.versions, "fingerprint_id": fp.id, **(conditions or {}),
-        "created_at": datetime.now(timezone.utc).isoformat(timespec="microseconds"),
+        "created_at": datetime.now(timezone.utc).isoformat(timespec="microseconds"), "process": process,
     }
     if outcome is not None:
         m = outcome.measurement
@@ -346,23 +354,90 @@ def check_speed(claim: str, fp: hardware.Fingerprint, root: Path | None = None) 
 
 def run(claim: str, points: Iterable[Point], prepare: Prepare | GroupProtocol, plan: Rounds = Rounds(), *,
         device: str = "auto", root: Path | None = None, rerun: bool = False, retry_errors: bool = False,
-        deadline: Deadline | None = None, slow: frozenset[str] = frozenset(), progress: bool = True) -> SweepReport:
+        deadline: Deadline | None = None, slow: frozenset[str] = frozenset(), progress: bool = True,
+        processes: int | None = None) -> SweepReport:
     """Measure every point not yet stored for this hardware, group by group (`groups`, `measure_group`),
     appending each group's rows at once; or, with a `GroupProtocol`, its groups, each measured whole.
 
-    Stored `ok` and `skipped` rows are done; a stored `error` is measured again only with
-    `retry_errors` (the file keeps both rows, `results.load` shows the newer). fp32 means IEEE fp32
-    throughout (no TF32), whichever framework runs the step.
+    The rounds are spread over `processes` worker processes (the plan's `Rounds.processes` when None; a
+    `GroupProtocol` starts its own): this one times every point's share (`Rounds.each`) as worker 0, then each
+    other worker, a fresh interpreter started after the one before it ends, times its share of every point
+    (`_in_worker`); each stores its own rows (`process`), and `results.load` joins them. Stored `ok` and
+    `skipped` rows are done; a stored `error` is measured again only with `retry_errors` (the file keeps both
+    rows, `results.load` shows the newer). fp32 means IEEE fp32 throughout (no TF32), whichever framework runs
+    the step.
     """
+    points = list(points)
+    workers = 1 if isinstance(prepare, GroupProtocol) else plan.processes if processes is None else processes
+    deadline = deadline or Deadline()
+    options = dict(device=device, root=root, rerun=rerun, retry_errors=retry_errors, slow=slow, progress=progress)
+    report = run_process(claim, points, prepare, plan.each(), process=0, deadline=deadline, **options)
+    for process in range(1, workers):
+        if report.left:
+            break  # the deadline came: the next call resumes worker 0's points first
+        more, done = _in_worker(dict(claim=claim, points=points, prepare=prepare, plan=plan.each(), process=process,
+                                     deadline=deadline, **options))
+        deadline.started, deadline.longest_s = done.started, done.longest_s
+        report.processes += 1
+        report.errors += more.errors
+        report.left = more.left
+    return report
+
+
+#: what a worker process runs (`_in_worker`)
+WORKER = "import sys; from lstmstudy.sweep import worker_main; worker_main(sys.argv[1], sys.argv[2], int(sys.argv[3]))"
+
+
+def _in_worker(job: dict) -> tuple[SweepReport, Deadline]:
+    """`run_process(**job)` in a fresh interpreter (`WORKER`), its report and its deadline's
+    record back: the job and the answer travel as pickles in a scratch folder, the worker's bars go to this
+    process's stderr and its native logs wherever this process's go. An error the worker raised is raised here."""
+    with tempfile.TemporaryDirectory(prefix="lstmstudy-worker-") as scratch:
+        task, answer = Path(scratch, "job.pickle"), Path(scratch, "answer.pickle")
+        task.write_bytes(pickle.dumps(job))
+        try:
+            bars = sys.stderr.fileno()
+        except (AttributeError, OSError, ValueError):  # a notebook's stream: the worker's bars go to fd 2
+            bars = 2
+        sys.stderr.flush()
+        done = subprocess.run([sys.executable, "-c", WORKER, str(task), str(answer), str(bars)],
+                              pass_fds=(bars,) if bars != 2 else (), check=False)
+        if not answer.exists():
+            raise WorkerFailed(f"{job['claim']}: worker process {job['process']} ended with status {done.returncode} "
+                               f"before answering; every finished row is stored: run the command again to resume")
+        got = pickle.loads(answer.read_bytes())
+    if isinstance(got, BaseException):
+        raise got
+    return got
+
+
+def worker_main(task: str, answer: str, bars: int) -> None:
+    """A worker process's body (`_in_worker`): run the job, write its answer (or the error it raised)."""
+    from lstmstudy.backends import study_process
+
+    study_process()
+    if bars != 2:
+        sys.stderr = os.fdopen(bars, "w", buffering=1, errors="backslashreplace")
+    job = pickle.loads(Path(task).read_bytes())
+    try:
+        got: object = (run_process(**job), job["deadline"])
+    except (StudyError, DeadlineReached) as exc:
+        got = exc
+    Path(answer).write_bytes(pickle.dumps(got))
+
+
+def run_process(claim: str, points: list[Point], prepare: Prepare | GroupProtocol, plan: Rounds, *, process: int,
+                device: str, root: Path | None, rerun: bool, retry_errors: bool, deadline: Deadline,
+                slow: frozenset[str], progress: bool) -> SweepReport:
+    """One worker's pass of `run`: every point this `process` has not stored yet, timed in `plan`'s rounds."""
     dev = hardware.resolve_device(device)
     fp = replace(hardware.fingerprint(dev), calibration_s=hardware.calibrate(dev))
     if not rerun:
         check_speed(claim, fp, root)
-    deadline = deadline or Deadline()
     results.record_fingerprint(claim, fp.as_dict(), root)
     report = SweepReport(claim=claim, path=results.set_path(claim, fp.hardware_id, root),
                          cut_off=results.store_cut_off(claim, fp.hardware_id, root))
-    done, failed = (set(), set()) if rerun else results.stored_keys(claim, fp.hardware_id, root)
+    done, failed = (set(), set()) if rerun else results.stored_keys(claim, fp.hardware_id, root, process)
     if retry_errors:
         failed = set()
     todo = []
@@ -388,7 +463,7 @@ def run(claim: str, points: Iterable[Point], prepare: Prepare | GroupProtocol, p
             start, conditions = time.monotonic(), hardware.conditions()
             started = datetime.now(timezone.utc).isoformat(timespec="seconds")
             cut_off = [make_row(claim, point, dev, fp, status="error", error=CUT_OFF.format(started=started),
-                                conditions=conditions) for point in group]
+                                conditions=conditions, process=process) for point in group]
             # a SIGTERM (a time limit reached while the group runs in Python) takes the rows back: only a process
             # that cannot answer it, hung in native code until the SIGKILL after, leaves them
             with terminal.sigterm_as_exit(), results.running(claim, fp.hardware_id, cut_off, root):
@@ -408,6 +483,8 @@ def run(claim: str, points: Iterable[Point], prepare: Prepare | GroupProtocol, p
                                                     "one call with this deadline cannot measure it; use a longer "
                                                     "--deadline, or none, with --retry-errors") for _ in group]
                 rows, unusable = _rows(claim, group, outcomes, dev, fp, conditions, report, bar)
+                for row in rows:
+                    row["process"] = process
                 deadline.record(claim, time.monotonic() - start)
                 results.append(claim, fp.hardware_id, rows, root)
             bar.update(len(group))

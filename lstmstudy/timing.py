@@ -104,7 +104,7 @@ class Measurement:
     def summary(self) -> str:
         lo, hi = self.median_ci()
         rounds = f", {len(self.round_sizes)} rounds" if len(self.round_sizes) > 1 else ""
-        return (f"median {self.median * 1e3:.4g} ms (95% CI {lo * 1e3:.4g}-{hi * 1e3:.4g}), "
+        return (f"median {self.median * 1e3:.4g} ms (95% interval {lo * 1e3:.4g}-{hi * 1e3:.4g}), "
                 f"IQR/median {self.rel_iqr:.1%}, n={self.n}{rounds}, {self.threads} thread(s), sync={self.sync}")
 
 
@@ -250,6 +250,10 @@ class Rounds:
     group of second-long steps would otherwise take minutes. While a step's 95% interval is wider than
     `noise_bound` of its median (half width), up to `extra_rounds` more rounds of the whole group follow;
     a step still that noisy after them is flagged `noisy`.
+
+    `processes`: how many worker processes the sweep spreads the rounds over (`sweep`, pyperf's method), one after
+    another, each a fresh interpreter timing `each()`'s rounds: the noise a row's interval carries then includes what
+    differs between processes (memory layout, the start-up's state, the moment), which one process cannot show.
     """
 
     rounds: int = 5
@@ -259,27 +263,41 @@ class Rounds:
     burst_min_samples: int = 2
     burst_max_samples: int = 100
     extra_rounds: int = 3
-    noise_bound: float = 0.10
+    noise_bound: float = stats.NOISE_BOUND
+    processes: int = 1
 
     def __post_init__(self) -> None:
-        if (self.rounds < 1 or self.warmup < 0 or self.burst_warmup < 0 or self.burst_s < 0
+        if (self.rounds < 1 or self.processes < 1 or self.warmup < 0 or self.burst_warmup < 0 or self.burst_s < 0
                 or not 1 <= self.burst_min_samples <= self.burst_max_samples or self.extra_rounds < 0
                 or not self.noise_bound > 0):
             raise ValueError(f"invalid timing plan: {self}")
+
+    def each(self) -> Rounds:
+        """What one of the `processes` times: its share of the rounds and extra rounds, at least 2 rounds (a process's
+        own drift between rounds must show)."""
+        if self.processes == 1:
+            return self
+        return replace(self, rounds=max(2, math.ceil(self.rounds / self.processes)),
+                       extra_rounds=math.ceil(self.extra_rounds / self.processes), processes=1)
 
     def with_min_time(self, min_time: float) -> Rounds:
         """This plan with `min_time` seconds of sampling per step spread over its rounds."""
         return replace(self, burst_s=min_time / self.rounds)
 
 
+#: how many worker processes a claim's rounds are spread over (`Rounds.processes`), unless a quick run or a plan
+#: says otherwise: 3 gives each process 2 of the rounds, and the interval the spread between processes
+WORKER_PROCESSES = 3
+
+
 def plan(min_time: float, quick: bool, **changes: object) -> Rounds:
     """How a claim's sweep times each group of compared points: `min_time` seconds of samples per point spread
-    over 5 interleaved rounds, and up to 3 more rounds while a point's interval is wider than +-10%. A quick run
-    only checks the plumbing: 2 short rounds. `changes` adapt the plan to a claim's steps (fewer warm-up calls
-    where one step takes a second)."""
+    over 5 interleaved rounds, shared among `WORKER_PROCESSES` processes (2 each), and up to 3 more rounds while a
+    point is noisy (`stats.NOISE_BOUND`). A quick run only checks the plumbing: 2 short rounds in one process. `changes`
+    adapt the plan to a claim's steps (fewer warm-up calls where one step takes a second)."""
     if quick:
         return replace(Rounds(rounds=2, warmup=1, burst_s=0.005, burst_min_samples=1, extra_rounds=0), **changes)
-    return replace(Rounds(), **changes).with_min_time(min_time)
+    return replace(Rounds(processes=WORKER_PROCESSES), **changes).with_min_time(min_time)
 
 
 def interleave(steps: Mapping[Hashable, tuple[Callable[[], object], Sync | None]], plan: Rounds = Rounds(), *,

@@ -21,63 +21,30 @@ Each warning quotes the slowdown claim 1 measured for the closest stored configu
 on a GPU (`measured_cost`), or says that none is stored: it never makes a figure up. After its first forward
 a layer is unwatched, so the steps that follow run exactly as without the watch (benchmarks/watch_overhead.py).
 The book's page "Check your model" shows it on the blog post's model; `lstmstudy explain PATH` does the same
-for a saved `.keras` model (`explain_saved_model`).
+for a saved model from its config (`lstmstudy.saved_config`), and loads it here (`explain_saved_model`) only where
+the config cannot tell.
 """
 
 from __future__ import annotations
 
-import math
 import re
 import sys
 import warnings
 import zipfile
 from collections.abc import Callable, Iterable
-from dataclasses import asdict, dataclass, field, replace
+from dataclasses import replace
 from pathlib import Path
 
 import numpy as np
-import pandas as pd
 import torch
 from torch import nn
 
 from lstmstudy import observe
+from lstmstudy.backends import keras_private
+from lstmstudy.cudnn_rules import Explanation, Reason, right_padded_only_note
 from lstmstudy.errors import NoRecurrentLayers, StudyError
-from lstmstudy.kernels.criteria import Explanation, Reason, explain_cudnn, recurrent_layers
-
-#: the reasons that only say the layer is not on a GPU: on a machine without one, the warning is about a GPU
-LACKS_GPU = {"no_gpu", "not_on_gpu"}
-#: what to change, by `Reason.code`
-FIXES = {
-    "use_cudnn": "use use_cudnn='auto' (the default)",
-    "recurrent_dropout": "set recurrent_dropout=0 and move the dropout to a Dropout layer between recurrent layers "
-                         "(or use dropout=, which cuDNN supports)",
-    "activation": "use activation='tanh' (the default)",
-    "recurrent_activation": "use recurrent_activation='sigmoid' (the default)",
-    "unroll": "use unroll=False (the default)",
-    "use_bias": "use use_bias=True (the default)",
-    "reset_after": "use reset_after=True (the default)",
-    "mask_not_right_padded": "pad sequences at the end (padding='post'), not at the start",
-    "mask_fully_masked": "leave empty sequences out of the batch",
-    "mask_torch_backend": "on Keras's torch backend, drop the mask (bucket sequences by length instead) or use "
-                          "the tensorflow backend",
-    "layer_type": "use keras.layers.LSTM or keras.layers.GRU",
-    "cudnn_disabled": "set torch.backends.cudnn.enabled = True",
-    "dtype": "cast the module and its input to float32 (or float16)",
-    "empty_input": "skip empty batches",
-    "no_gpu": "run on a machine with a CUDA GPU",
-    "not_on_gpu": "move the module and its input to the GPU (.to('cuda'))",
-    "cudnn_unavailable": "install a PyTorch build with cuDNN",
-}
-#: `Reason.code` -> the kernel of claim 1 that measured the same trigger (`cudnn_fallback.TRIGGERS`)
-TRIGGERS = {
-    "use_cudnn": "keras.generic",
-    "recurrent_dropout": "keras.recurrent_dropout",
-    "activation": "keras.relu",
-    "unroll": "keras.unroll",
-    "use_bias": "keras.no_bias",
-    "cudnn_disabled": "torch.native",
-}
-
+from lstmstudy.findings import Finding, finding, measured_cost
+from lstmstudy.kernels.criteria import explain_cudnn, recurrent_layers
 
 class FallbackWarning(UserWarning):
     """A recurrent layer did not get (or on a GPU would not get) the fused cuDNN kernel; `finding` says why.
@@ -91,186 +58,6 @@ class FallbackWarning(UserWarning):
     def __init__(self, finding: Finding | str) -> None:
         super().__init__(str(finding))
         self.finding = finding if isinstance(finding, Finding) else None
-
-
-# --- the cost, from claim 1's measurements ------------------------------------------------------------
-
-
-@dataclass(frozen=True)
-class Cost:
-    """The slowdown claim 1 measured on a GPU for the closest stored configuration of one trigger.
-
-    `ratio` is None when no such measurement is stored; `missing` then says what is missing.
-    """
-
-    trigger: str | None
-    setting: str = ""
-    hardware_id: str = ""
-    batch: int | None = None
-    hidden: int | None = None
-    phase: str = ""
-    ratio: float | None = None
-    ratio_lo: float | None = None
-    ratio_hi: float | None = None
-    missing: str = ""
-    framework: str = ""  # what the measured rows ran on: "keras/tensorflow", "keras/torch", "torch"
-
-    def __str__(self) -> str:
-        if self.ratio is None:
-            return self.missing
-        return (f"{self.ratio:.2f}x slower than cuDNN (95% CI {self.ratio_lo:.2f}-{self.ratio_hi:.2f}), measured by "
-                f"claim 1 for {self.setting} on {self.hardware_id} ({self.framework}, fp32, batch {self.batch}, "
-                f"hidden {self.hidden}, {self.phase})")
-
-
-def measured_cost(codes: Iterable[str], *, layer_type: str = "LSTM", batch: int | None = None,
-                  hidden: int | None = None, phase: str | None = None, framework: str | None = None,
-                  root: Path | None = None) -> Cost:
-    """The slowdown stored for the closest GPU configuration of the first of `codes` that claim 1 measured.
-
-    Only fp32 rows are quoted (a precision is a different kernel). Closest: the same framework and backend
-    as the layer (`framework`, as `explain_cudnn` names it: "keras/torch", "torch"; None compares none)
-    first, then the same phase ('train' or 'inference'; None prefers 'train'), then the nearest batch and
-    hidden size on a log scale (a size not known is not compared). The cost names what it was measured on.
-    Claim 1 measures LSTMs only, on every hardware set under `root` (default: the study's `results/`);
-    GPU sets are those named `cuda-*`.
-    """
-    from lstmstudy.claims import cudnn_fallback
-
-    ordered = sorted(codes, key=lambda code: code != "unroll")  # an unrolled layer runs the unrolled loop
-    trigger = next((TRIGGERS[code] for code in ordered if code in TRIGGERS), None)
-    if layer_type != "LSTM":
-        return Cost(None, missing=f"no measured cost: claim 1 measures LSTM layers only, not {layer_type}")
-    if trigger is None:
-        measured = ", ".join(cudnn_fallback.TRIGGERS[k][1] for k in TRIGGERS.values())
-        return Cost(None, missing=f"no measured cost: claim 1 has not measured this trigger (it measures {measured})")
-    setting = cudnn_fallback.TRIGGERS[trigger][1]
-    table = _gpu_slowdowns(root)
-    rows = table[(table.kernel == trigger) & (table.precision == "fp32")] if not table.empty else table
-    if rows.empty:
-        where = "claim 1 has no cuda-* result set" if table.empty else "none of claim 1's cuda-* result sets has it"
-        return Cost(trigger, setting, missing=f"no GPU measurement is stored yet for {setting} ({where}); "
-                                              f"`lstmstudy measure --claims 01 --device cuda` on a GPU adds one")
-
-    def distance(row) -> tuple:
-        sizes = sum(abs(math.log2(mine / int(theirs))) for mine, theirs in ((batch, row.batch), (hidden, row.hidden))
-                    if mine)
-        other_framework = framework is not None and row.framework != framework
-        return other_framework, row.phase != (phase or "train"), sizes, row.hardware_id, int(row.batch), int(row.hidden)
-
-    best = min(rows.itertuples(), key=distance)
-    return Cost(trigger, setting, best.hardware_id, int(best.batch), int(best.hidden), best.phase,
-                float(best.ratio), float(best.ratio_lo), float(best.ratio_hi), framework=best.framework)
-
-
-_SLOWDOWNS: dict[tuple, pd.DataFrame] = {}
-
-
-def _gpu_slowdowns(root: Path | None) -> pd.DataFrame:
-    """Claim 1's slowdowns on the GPU sets under `root`, computed once per state of its files (a bootstrap)."""
-    from lstmstudy import results
-    from lstmstudy.claims import cudnn_fallback
-
-    folder = Path(root or results.default_root()) / cudnn_fallback.NAME
-    state = tuple((path.name, path.stat().st_mtime_ns) for path in sorted(folder.glob("cuda-*.csv")))
-    if not state:
-        return pd.DataFrame()
-    if (folder, state) not in _SLOWDOWNS:
-        stored = results.load(cudnn_fallback.NAME, root)
-        gpu = stored[stored.hardware_id.str.startswith("cuda-")] if not stored.empty else stored
-        table = cudnn_fallback.slowdowns(gpu) if not gpu.empty else gpu
-        if not table.empty:  # what each slowdown's rows ran on, named as explain_cudnn names a layer's framework
-            ran_on = {(row.hardware_id, row.kernel): (f"keras/{row.backend}" if row.framework == "keras"
-                                                      else row.framework) for row in gpu.itertuples()}
-            table = table.assign(framework=[ran_on.get(key, "") for key in zip(table.hardware_id, table.kernel)])
-        _SLOWDOWNS[(folder, state)] = table
-    return _SLOWDOWNS[(folder, state)]
-
-
-# --- one layer's finding ------------------------------------------------------------------------------
-
-
-@dataclass(frozen=True)
-class Finding:
-    """One recurrent layer: the kernel it runs, every reason it is not cuDNN, what to change, and the cost.
-
-    `on_gpu` is True when the reasons are what a GPU would meet, explained on a machine without one
-    (`ran_here` then names what ran here, where it was observed). `cost` is None for a layer that gets cuDNN.
-    """
-
-    layer: str
-    layer_type: str
-    framework: str
-    kernel: str
-    reasons: tuple[Reason, ...] = ()
-    notes: tuple[Reason, ...] = ()
-    on_gpu: bool = False
-    ran_here: str = ""
-    cost: Cost | None = None
-    fixes: tuple[str, ...] = field(init=False)
-
-    def __post_init__(self) -> None:
-        fixes = dict.fromkeys(FIXES[r.code] for r in self.reasons if r.code in FIXES)  # in order, once each
-        object.__setattr__(self, "fixes", tuple(fixes))
-
-    @property
-    def fused(self) -> bool:
-        return self.kernel in observe.GPU_FUSED and not self.reasons
-
-    def __str__(self) -> str:
-        name = f"{self.layer_type} layer {self.layer!r} [{self.framework}]"
-        what = observe.MEANING.get(self.kernel, self.kernel)
-        if self.fused:  # a note still matters: a mask that cuDNN takes only right-padded
-            return "\n".join([f"{name}: {what}" + (" on a GPU" if self.on_gpu else ""),
-                              *(f"  note: {n.message}" for n in self.notes)])
-        if self.on_gpu:
-            head = f"{name}: on a GPU this layer would not use cuDNN but {what}, because:"
-        else:
-            head = f"{name} ran {what}, not cuDNN, because:"
-        lines = [head, *(f"  - {r.message}" for r in self.reasons)]
-        if self.ran_here:
-            lines.append(f"  here (no GPU) it ran {observe.MEANING.get(self.ran_here, self.ran_here)}")
-        lines += [f"  note: {n.message}" for n in self.notes]
-        lines += [f"  fix: {fix}" for fix in self.fixes]
-        if self.cost is not None:
-            lines.append(f"  cost: {self.cost}")
-        return "\n".join(lines)
-
-    def as_dict(self) -> dict:
-        """For `lstmstudy explain --json`: plain types only."""
-        out = asdict(self)
-        out["fused"] = self.fused
-        return out
-
-
-def finding(explanation: Explanation, layer_type: str, *, ran: str | None = None, on_gpu: Explanation | None = None,
-            report_missing_gpu: bool = False, batch: int | None = None,
-            hidden: int | None = None, phase: str | None = None, root: Path | None = None) -> Finding | None:
-    """What to say about one layer, or None when there is nothing to say.
-
-    `explanation` is `explain_cudnn`'s answer for this machine and `ran` the kernel observed (None when not
-    observed). On a machine without a GPU, `on_gpu` (the answer for a machine with one) decides: its reasons
-    are reported as what a GPU would meet, since that is what the user can act on, and a layer that would get
-    cuDNN there is reported only with `report_missing_gpu`.
-    """
-    kernel = ran or explanation.kernel
-    reasons = explanation.reasons
-    if kernel in observe.GPU_FUSED and not reasons:
-        return None
-    if not reasons:  # a fallback was observed that the explainer does not predict
-        reasons = (Reason("unexplained", "the framework fell back for a reason explain_cudnn does not model"),)
-    ran_here = ""
-    if on_gpu is not None and on_gpu.reasons and {r.code for r in reasons} & LACKS_GPU:
-        explanation, ran_here, kernel, reasons = on_gpu, kernel, on_gpu.kernel, on_gpu.reasons
-    if {r.code for r in reasons} <= LACKS_GPU:
-        if not report_missing_gpu:
-            return None
-        cost = Cost(None, missing="no measured cost: only the GPU is missing; on one this layer would get cuDNN")
-    else:
-        cost = measured_cost([r.code for r in reasons], layer_type=layer_type, batch=batch, hidden=hidden,
-                             phase=phase, framework=explanation.framework, root=root)
-    return Finding(explanation.layer, layer_type, explanation.framework, kernel, tuple(reasons), explanation.notes,
-                   bool(ran_here), ran_here, cost)
 
 
 # --- watching layers at run time ----------------------------------------------------------------------
@@ -333,8 +120,7 @@ class Watch:
         the cell step by step; the cuDNN path never calls the cell. So a call of the cell is the fallback, the
         layer's own loop, which `observe.keras_loop` names.
         """
-        from keras.src.backend import in_symbolic_scope
-
+        in_symbolic_scope = keras_private("keras.src.backend", "in_symbolic_scope")
         inner_loop = layer.inner_loop
 
         def watched_inner_loop(sequences, initial_state, mask, training=False):
@@ -546,10 +332,7 @@ def explain_saved_model(path: Path, *, results_root: Path | None = None) -> list
             notes += (Reason("mask_unknown", f"{masked} makes a mask, but this model has no symbolic inputs to call "
                                              f"it with: whether the mask reaches this layer is not checked"),)
         elif explanation.masked and backend == "tensorflow" and explanation.fused_eligible:
-            notes += (Reason("mask_right_padded_only", f"{masked} makes a mask that reaches this layer: cuDNN runs "
-                             f"it only while every sequence is right-padded, and keras.utils.pad_sequences pads on "
-                             f"the left unless padding='post'; on the torch backend any mask means the generic "
-                             f"loop"),)
+            notes += (right_padded_only_note(masked),)
         findings.append(Finding(name, layer_type, explanation.framework, explanation.kernel, explanation.reasons,
                                 notes, on_gpu=True, cost=cost))
     return findings

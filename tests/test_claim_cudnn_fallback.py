@@ -46,7 +46,7 @@ def verdict(hardware_id: str, slowdowns: list[float], **options):
 def test_the_gpu_verdict_follows_the_interval(slowdowns, outcome):
     found = verdict("cuda-h100-test", slowdowns)
     assert found.outcome == outcome and found.evidence == GPU and found.counts
-    assert found.low <= found.ours <= found.high and "95% CI" in found.ours_text
+    assert found.low <= found.ours <= found.high and "95% interval" in found.ours_text
 
 
 def test_noisy_samples_widen_the_interval_until_it_straddles_the_edge():

@@ -137,14 +137,16 @@ def test_energy_above_idle_pairs_each_window_with_the_idle_window_of_its_round(t
     assert row.idle_power_w == pytest.approx(10.0)
     # total: 48-52 J per window over 1,000 sequences; above idle: exactly 30 J in every window, since each
     # window is charged the idle power of its own round (the drift cancels)
-    assert (row.j_per_1k_seq, row.j_per_1k_seq_lo, row.j_per_1k_seq_hi) == pytest.approx((50.0, 48.0, 52.0))
+    # a second run's windows spread as these do: its re-run interval holds their whole range, and not much more
+    assert row.j_per_1k_seq == pytest.approx(50.0) and 46 < row.j_per_1k_seq_lo <= 48.0 and 52.0 <= row.j_per_1k_seq_hi < 54
     assert (row.above_idle_j_per_1k_seq, row.above_idle_j_per_1k_seq_lo,
             row.above_idle_j_per_1k_seq_hi) == pytest.approx((30.0, 30.0, 30.0))
     assert row.seq_per_j == pytest.approx(20.0) and row.above_idle_seq_per_j == pytest.approx(1000 / 30)
     assert list(row.w_above_power_w) == pytest.approx([15.0] * 5)
     (idle_summary,) = claim.idle_table(data).itertuples()
     assert idle_summary.windows == 5 and idle_summary.idle_power_w == pytest.approx(10.0)
-    assert (idle_summary.idle_power_w_lo, idle_summary.idle_power_w_hi) == pytest.approx((9.0, 11.0))
+    # windows of 9-11 W: a second run's median idle power lands within about their range (a re-run interval)
+    assert 8.5 < idle_summary.idle_power_w_lo <= 9.0 and 11.0 <= idle_summary.idle_power_w_hi < 11.5
 
 
 def test_without_the_same_rounds_the_median_idle_power_is_charged(tmp_path):
@@ -171,10 +173,11 @@ def test_the_ratios_and_their_intervals_come_window_by_window(tmp_path):
     assert len(ratios) == 4 * 2 * 2 * 2  # fallbacks x shapes x phases x precisions
     assert ratios.paired.all() and ratios.judged.all() and (ratios.windows == 5).all()
     assert ratios.time_ratio.tolist() == pytest.approx([3.0] * len(ratios))
-    # S per window is the power factor: its median, and with 5 windows the interval spans them
+    # S per window is the power factor: its median, and with 5 windows the re-run interval spans them and a little
+    # more (a second run's median lands anywhere a first run's could)
     assert ratios.proportionality.tolist() == pytest.approx([1.0] * len(ratios))
-    assert ratios.proportionality_lo.tolist() == pytest.approx([0.9] * len(ratios))
-    assert ratios.proportionality_hi.tolist() == pytest.approx([1.2] * len(ratios))
+    assert ((ratios.proportionality_lo > 0.8) & (ratios.proportionality_lo <= 0.9)).all()
+    assert ((ratios.proportionality_hi >= 1.2) & (ratios.proportionality_hi < 1.35)).all()
     # energy above idle per sequence = S x the time ratio, window by window
     assert ratios.above_idle_ratio.tolist() == pytest.approx([3.0] * len(ratios))
     assert all(len(r) == 1000 for r in ratios.replicates)

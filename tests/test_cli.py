@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 import torch
 
-from lstmstudy import cli, toc
+from lstmstudy import cli, errors, paths, results, toc
 
 
 def run(*args: str) -> subprocess.CompletedProcess:
@@ -46,9 +46,12 @@ def test_unknown_claim_is_one_clear_line(tmp_path):
     assert out.returncode == 2 and out.stderr.strip() == "lstmstudy: error: unknown claim '99'; known claims: 01_demo"
 
 
-def test_reproduce_with_no_notebooks_says_so(tmp_path):
+def test_reproduce_with_no_notebooks_is_one_clear_line(tmp_path):
+    """From a wheel, in a folder that is not the study's: nothing to reproduce is an error, not a quiet success."""
     out = run("reproduce", "--device", "cpu", "--notebooks", str(tmp_path))
-    assert out.returncode == 0 and "no claim notebooks" in out.stdout
+    assert out.returncode == 2 and out.stdout == "" and out.stderr.count("\n") == 1
+    assert out.stderr.startswith(f"lstmstudy: error: no claim notebooks in {tmp_path}: run this in a checkout")
+    assert "--root" in out.stderr
 
 
 def test_select_claims_by_number_name_or_stem(tmp_path):
@@ -152,6 +155,51 @@ def test_missing_pages_are_named_before_the_book_is_built(tmp_path):
     assert toc.missing_pages(tmp_path) == ["book/claims/01_demo"]
 
 
+# --- the study's root: --root or $LSTMSTUDY_ROOT, else the checkout the package runs from, else the current folder
+
+def test_the_root_is_the_variable_else_the_checkout_else_the_current_folder(monkeypatch, tmp_path):
+    monkeypatch.delenv("LSTMSTUDY_ROOT", raising=False)
+    monkeypatch.delenv("LSTMSTUDY_RESULTS", raising=False)
+    assert paths.study_root() == paths.PACKAGE_PARENT and paths.is_checkout(paths.PACKAGE_PARENT)
+    assert paths.logs_folder(tmp_path / "elsewhere") == paths.PACKAGE_PARENT / "_build" / "logs"  # git-ignored
+    monkeypatch.setenv("LSTMSTUDY_ROOT", str(tmp_path))
+    assert paths.study_root() == tmp_path and results.default_root() == tmp_path / "results"
+    assert paths.logs_folder(tmp_path / "x") == tmp_path / "x" / "logs"  # beside the sets, not in site-packages
+    monkeypatch.delenv("LSTMSTUDY_ROOT")
+    monkeypatch.setattr(paths, "PACKAGE_PARENT", tmp_path / "site-packages")  # as from a wheel
+    monkeypatch.chdir(tmp_path)
+    assert paths.study_root() == tmp_path
+
+
+def test_reproduce_and_book_run_in_the_root_they_are_given(tmp_path):
+    """`--root` reaches the notebooks' kernels too: they run in the root and read its results/."""
+    import nbformat
+
+    (tmp_path / "notebooks").mkdir()
+    _parameterised_notebook(tmp_path / "notebooks" / "01_demo.ipynb",
+                            "import os\nfrom lstmstudy import results\nprint(os.getcwd(), results.default_root())")
+    done = run("reproduce", "--root", str(tmp_path), "--no-measure", "--no-progress")
+    assert done.returncode == 0, done.stderr
+    executed = nbformat.read(tmp_path / "book" / "claims" / "01_demo.ipynb", as_version=4)
+    assert executed.cells[-1].outputs[0]["text"] == f"{tmp_path} {tmp_path / 'results'}\n"
+    assert (tmp_path / "book" / "claims_table.md").exists()
+    book = run("book", "--root", str(tmp_path))
+    assert book.returncode == 2 and book.stderr == (f"lstmstudy: error: no book (_toc.yml) in {tmp_path}: run this in "
+                                                    f"a checkout of the study, or name one with --root or "
+                                                    f"$LSTMSTUDY_ROOT\n")
+
+
+def test_a_missing_optional_dependency_is_named_with_its_extra(monkeypatch):
+    assert errors.extra_for("torch") == "torch" and errors.extra_for("pynvml") == "nvml"
+    assert errors.extra_for("papermill") == "book" and errors.extra_for("yaml") == ""  # the core has no extra
+    assert errors.missing_dependency(ModuleNotFoundError(name="papermill")) is None  # installed here: not missing
+    assert errors.missing_dependency(ModuleNotFoundError(name="no_such_module")) is None  # no extra: a traceback
+    real = errors.metadata.version
+    monkeypatch.setattr(errors.metadata, "version", lambda name: real("x" if name == "papermill" else name))
+    missing = errors.missing_dependency(ModuleNotFoundError(name="papermill.iorw"))
+    assert str(missing) == "this needs papermill, which is not installed here: pip install 'lstmstudy[book]'"
+
+
 # --- lstmstudy explain PATH ------------------------------------------------------------------------------------
 
 
@@ -207,7 +255,7 @@ def test_explain_prints_each_layer_and_the_cost(tmp_path, capfd):
     assert out.returncode == 1 and out.stderr == "", out.stderr  # a layer falls back: the gate says so
     # the Keras backend depends on the environment (tensorflow here; torch once a test has chosen it)
     assert re.search(r"LSTM layer 'lstm' \[keras/\w+\]: on a GPU this layer would not use cuDNN", out.stdout)
-    assert "activation='tanh'" in out.stdout and "no GPU measurement is stored yet" in out.stdout
+    assert "activation='tanh'" in out.stdout and "no measurement yet on a GPU" in out.stdout
     assert re.search(r"LSTM layer 'lstm_1' \[keras/\w+\]: cuDNN's fused kernel on a GPU", out.stdout)
     done = _in_process(capfd, "explain", str(path), "--json", "--results-dir", str(tmp_path / "results"))
     layers = json.loads(done.stdout)["layers"]
@@ -251,9 +299,34 @@ def test_explain_names_a_custom_class_keras_cannot_find(tmp_path, capfd):
 
     path = tmp_path / "custom.keras"
     keras.Sequential([keras.Input((5, 3)), Gated(), keras.layers.LSTM(4)]).save(path)
-    done = _in_process(capfd, "explain", str(path), "--results-dir", str(tmp_path / "results"))
-    assert done.returncode == 2 and done.stderr.count("\n") == 1, done.stderr
-    assert "uses a custom class, Gated, that Keras cannot find: import the module that defines it" in done.stderr
+    done = _in_process(capfd, "explain", str(path), "--json", "--results-dir", str(tmp_path / "results"))
+    # the file is read, not refused: the LSTM is told, the class it cannot see into is named, and the gate says 2
+    assert done.returncode == 2 and done.stderr == "", done.stderr
+    lstm, gated = json.loads(done.stdout)["layers"]  # the recurrent layers first, then what it cannot see into
+    assert (gated["layer_type"], gated["told"], lstm["layer_type"], lstm["fused"]) == ("Gated", False, "LSTM", True)
+    assert gated["reasons"][0]["message"].startswith("unknown class Gated: a custom class")
+    assert "--custom-objects MODULE" in gated["reasons"][0]["message"]
+    # with the module that defines it, the model is loaded through Keras and every layer told
+    module = tmp_path / "gated_module.py"
+    module.write_text("import keras\n\n\n@keras.saving.register_keras_serializable(package='test')\n"
+                      "class Gated(keras.layers.Layer):\n    def call(self, x):\n        return x\n")
+    keras.Sequential([keras.Input((5, 3)), _registered_gated(module), keras.layers.LSTM(4)]).save(path)
+    done = _in_process(capfd, "explain", str(path), "--json", "--custom-objects", str(module),
+                       "--results-dir", str(tmp_path / "results"))
+    answer = json.loads(done.stdout)
+    assert done.returncode == 0, done.stderr
+    assert answer["how"].startswith("loaded through Keras")
+    assert [layer["layer_type"] for layer in answer["layers"]] == ["LSTM"]
+
+
+def _registered_gated(module):
+    """An instance of the registered Gated layer that `module` defines (imported as the command line imports it)."""
+    import keras
+
+    from lstmstudy.saved_config import import_custom_objects
+
+    import_custom_objects(str(module))
+    return keras.saving.get_registered_object("test>Gated")()
 
 
 def test_explain_sees_a_mask_reach_a_layer_of_a_saved_model(tmp_path, capfd):

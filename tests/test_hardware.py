@@ -120,3 +120,77 @@ def test_a_copy_without_git_reads_the_commit_from_the_environment(monkeypatch, v
     monkeypatch.setenv("LSTMSTUDY_GIT_COMMIT", value)
     assert hardware.git_state() == expected
 
+
+
+def test_an_uncapped_cpu_keeps_the_name_of_its_stored_sets():
+    """The stored sets resume only while their machines keep their ids: the CPU identity adds nothing to an x86 name
+    that names a model, and a generic one keeps its family and model numbers."""
+    base = replace(hardware.fingerprint("cpu"), environment={}, threads=2)
+    epyc = {"vendor_id": "AuthenticAMD", "cpu family": "25", "model": "17", "cache size": "512 KB", "flags_sha": "ab"}
+    assert hardware.hardware_id(replace(base, cpu_model="AMD EPYC", cpu_identity=epyc)) == "cpu-epyc-f25m17-2t"
+    xeon = {"vendor_id": "GenuineIntel", "cpu family": "6", "model": "207", "stepping": "2"}
+    generic = replace(base, cpu_model="Intel(R) Xeon(R) Processor", cpu_identity=xeon)
+    assert hardware.hardware_id(generic) == "cpu-xeon-f6m207-2t"
+    assert hardware.hardware_id(replace(generic, cpu_identity={**xeon, "flags_sha": "cd"})) == "cpu-xeon-f6m207-2t"
+
+
+def test_a_cap_on_either_kernel_library_is_a_set_of_its_own():
+    xeon = replace(hardware.fingerprint("cpu"), cpu_model="Intel(R) Xeon(R) Platinum 8480C CPU @ 2.00GHz", threads=2)
+    ids = {hardware.hardware_id(replace(xeon, environment=env)) for env in (
+        {}, {"ONEDNN_MAX_CPU_ISA": "AVX2"}, {"DNNL_MAX_CPU_ISA": "AVX2"}, {"ATEN_CPU_CAPABILITY": "avx2"},
+        {"ONEDNN_MAX_CPU_ISA": "AVX2", "ATEN_CPU_CAPABILITY": "avx2"})}
+    name = "cpu-xeon-platinum-8480c-2t"
+    assert ids == {name, f"{name}-avx2", f"{name}-aten-avx2", f"{name}-avx2-aten-avx2"}
+
+
+def test_the_fingerprint_records_the_caps_the_thread_pools_and_the_cpu_identity(monkeypatch):
+    monkeypatch.setenv("ONEDNN_MAX_CPU_ISA", "AVX2")
+    monkeypatch.setenv("OPENBLAS_NUM_THREADS", "1")
+    fp = hardware.fingerprint("cpu")
+    assert fp.environment["ONEDNN_MAX_CPU_ISA"] == "AVX2" and fp.environment["OPENBLAS_NUM_THREADS"] == "1"
+    assert fp.hardware_id.endswith("-avx2")
+    assert fp.cpu_capability == torch.backends.cpu.get_cpu_capability()
+    assert fp.thread_pools and all(isinstance(n, int) and n >= 1 for n in fp.thread_pools.values())
+    assert fp.cpu_identity == hardware.cpu_identity(hardware.cpu_info()) and fp.cpu_identity
+    assert fp.as_dict()["thread_pools"] == fp.thread_pools
+
+
+def test_the_thread_pools_are_torch_s_own_and_threadpoolctl_s_where_it_is_installed(monkeypatch):
+    import sys
+    import types
+
+    pools = [{"internal_api": "openblas", "prefix": "libscipy_openblas", "num_threads": 2, "user_api": "blas"},
+             {"internal_api": "openmp", "prefix": "libgomp", "num_threads": 2, "user_api": "openmp"}]
+    monkeypatch.setitem(sys.modules, "threadpoolctl", types.SimpleNamespace(threadpool_info=lambda: pools))
+    found = hardware.thread_pools()
+    assert found["openblas (libscipy_openblas)"] == 2 and found["openmp (libgomp)"] == 2
+    assert found["openmp (torch)"] == torch.get_num_threads()  # linked into torch: threadpoolctl cannot see it
+    monkeypatch.setitem(sys.modules, "threadpoolctl", None)  # not installed: torch's own pools
+    assert set(hardware.thread_pools()) == {name for name in found if name.endswith("(torch)")}
+
+
+def test_the_cpu_identity_separates_cpus_of_one_name():
+    sapphire = {"model name": "Intel(R) Xeon(R) Processor", "cpu family": "6", "model": "143", "flags": "fpu avx2"}
+    fewer_flags = {**sapphire, "flags": "fpu"}  # a VM that hides some of its host's flags
+    assert hardware.cpu_identity(sapphire) != hardware.cpu_identity(fewer_flags)
+    assert hardware.cpu_identity(sapphire)["flags_sha"] == hardware.cpu_identity({**sapphire, "flags": "avx2 fpu"})[
+        "flags_sha"]  # the order of the flags does not matter
+
+
+def test_arm_cpus_and_macs_get_names_of_their_own(monkeypatch):
+    """An Arm Linux /proc/cpuinfo names no model, and every Apple-silicon Mac's processor is 'arm': without the
+    part number or the chip's name, every one of them would share one set."""
+    base = replace(hardware.fingerprint("cpu"), environment={}, threads=4)
+    graviton = {"CPU implementer": "0x41", "CPU part": "0xd0c", "Features": "fp asimd"}
+    neoverse = replace(base, cpu_model="aarch64", cpu_identity=hardware.cpu_identity(graviton))
+    assert hardware.hardware_id(neoverse) == "cpu-aarch64-i41pd0c-4t"
+    v2 = replace(neoverse, cpu_identity=hardware.cpu_identity({**graviton, "CPU part": "0xd4f"}))
+    assert hardware.hardware_id(v2) == "cpu-aarch64-i41pd4f-4t"
+
+    sysctl = "machdep.cpu.brand_string: Apple M2 Pro\nhw.cpufamily: -634136515\nhw.perflevel0.physicalcpu: 8\n"
+    monkeypatch.setattr(hardware.subprocess, "run", lambda *a, **k: subprocess.CompletedProcess(a, 1, sysctl, ""))
+    monkeypatch.setattr(hardware.Path, "read_text", lambda *a, **k: (_ for _ in ()).throw(OSError("no cpuinfo")))
+    mac = hardware.cpu_info()
+    assert hardware.cpu_model(mac) == "Apple M2 Pro"
+    assert hardware.cpu_identity(mac) == {"cpufamily": "-634136515", "performance cores": "8"}
+    assert hardware.hardware_id(replace(base, cpu_model=hardware.cpu_model(mac), threads=8)) == "cpu-apple-m2-pro-8t"

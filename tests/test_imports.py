@@ -177,7 +177,8 @@ with pytest.raises(RuntimeError, match="the measuring stack is already imported 
 
 #: the package's layers, top first; every module not named is in the last: measuring, and what both houses share
 #: the command line (`lstmstudy`, `python -m lstmstudy`) and the helpers people import
-COMMANDS = {"lstmstudy.cli", "lstmstudy.__main__", "lstmstudy.watch", "lstmstudy.check"}
+COMMANDS = {"lstmstudy.cli", "lstmstudy.__main__", "lstmstudy.watch", "lstmstudy.check", "lstmstudy.findings",
+            "lstmstudy.saved_config"}
 PAGES = {"lstmstudy.ledger", "lstmstudy.notebook", "lstmstudy.plots", "lstmstudy.published_rules",
          "lstmstudy.explained", "lstmstudy.toc"}  # with every claim module: what the pages compute and judge
 

@@ -63,8 +63,8 @@ def test_a_set_measured_from_a_dirty_tree_says_so(tmp_path):
     # rows stored, but the claim could not be measured on the set: no evidence kind for it
     assert "`cpu-old-2t` (not measured, 1 configurations" in box
     assert f"- **On a CPU** (an analogue, never a reproduction): {claim.CLAIM.analogue}." in box
-    assert "`cpu-dirty-2t` (CPU analogue, 1 configurations, interleaved rounds, measured with uncommitted changes)" \
-        in box
+    assert ("`cpu-dirty-2t` (CPU analogue, 1 configurations, interleaved rounds, one process (the intervals hold no "
+            "noise between processes), measured with uncommitted changes)") in box
     assert "**No GPU set is stored: the claim itself, about GPUs, is not measured here**" in box
     assert "- `cpu-dirty-2t` (CPU analogue): **reproduced**; 95% interval: none (point rule)" in box
     assert notebook.hardware_sets(pd.DataFrame()).empty

@@ -66,3 +66,43 @@ def test_rows_pair_only_when_timed_in_the_same_rounds():
 def test_an_old_row_pair_gives_the_ratio_of_medians():
     ratio, lo, hi = stats.row_ratio({"samples": [2.0, 4.0, 6.0]}, {"samples": [1.0, 2.0, 3.0]})
     assert ratio == 2.0 and lo <= 2.0 <= hi
+
+
+def simulated_run(rng: np.random.Generator, process_sd: float, processes: int = 3, rounds: int = 2,
+                  round_sd: float = 0.02, sample_sd: float = 0.05, samples: int = 10) -> list[np.ndarray]:
+    """One run's rounds of a time of 1 (log-normal noise): each process shifted by its own offset, each round by
+    its own, each sample by its own."""
+    out = []
+    for _ in range(processes):
+        shift = rng.normal(0, process_sd)
+        out += [np.exp(shift + rng.normal(0, round_sd) + rng.normal(0, sample_sd, samples)) for _ in range(rounds)]
+    return out
+
+
+def test_a_second_run_lands_inside_the_first_runs_interval_when_processes_differ():
+    """What benchmarks/interval_coverage.py checks on a real machine, on simulated runs whose processes differ more
+    than their rounds do: drawing the processes keeps the interval honest, drawing only rounds does not."""
+    rng = np.random.default_rng(7)
+    inside = {"processes drawn": 0, "rounds only": 0}
+    trials = 150
+    for trial in range(trials):
+        first, second = simulated_run(rng, 0.05), simulated_run(rng, 0.05)
+        again = stats.center(second)
+        _, lo, hi = stats.bootstrap_median(first, processes=[2, 2, 2], seed=trial)
+        inside["processes drawn"] += lo <= again <= hi
+        _, lo, hi = stats.bootstrap_median(first, seed=trial)
+        inside["rounds only"] += lo <= again <= hi
+    assert inside["processes drawn"] / trials >= 0.9
+    assert inside["rounds only"] / trials < 0.86
+
+
+def test_a_ratio_over_processes_draws_the_same_processes_for_both_rows_and_refuses_others():
+    rng = np.random.default_rng(3)
+    slow = [r * 2 for r in simulated_run(rng, 0.05)]
+    fast = simulated_run(rng, 0.05)
+    ratio, lo, hi = stats.bootstrap_ratio(slow, fast, paired=True, processes=([2, 2, 2], [2, 2, 2]))
+    assert lo < ratio < hi and 1.5 < ratio < 2.6
+    with pytest.raises(ValueError, match="same rounds"):
+        stats.bootstrap_ratio(slow, fast, paired=True, processes=([2, 2, 2], [3, 3]))
+    with pytest.raises(ValueError, match="do not add up"):
+        stats.bootstrap_median(fast, processes=[2, 2])

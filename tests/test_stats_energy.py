@@ -14,9 +14,11 @@ def test_each_value_is_a_round_of_one_sample():
 
 
 def test_the_median_of_five_windows_and_its_interval_spans_them():
-    # the bootstrap median of five values falls on the smallest or largest in about 6% of replicates each,
-    # so the 95% interval runs from the smallest to the largest window
-    assert bootstrap_median(one_per_round([10.0, 12.0, 11.0, 9.0, 13.0])) == pytest.approx((11.0, 9.0, 13.0))
+    # the bootstrap median of five values falls on the smallest or largest in about 6% of replicates each, so a
+    # confidence interval would run from the smallest to the largest window; a second run's median has as much
+    # room of its own, so the re-run interval holds every window and a little more on each side
+    median, lo, hi = bootstrap_median(one_per_round([10.0, 12.0, 11.0, 9.0, 13.0]))
+    assert median == 11.0 and 7.5 < lo < 9.0 and 13.0 < hi < 15.0
 
 
 def test_a_paired_ratio_is_formed_window_by_window():

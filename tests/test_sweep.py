@@ -504,3 +504,32 @@ def test_a_group_stopped_by_sigterm_is_measured_again_not_stored_as_cut_off(resu
     assert not list((results_root / "demo").glob(".*.rows"))
     report = sweep.run("demo", grid(3), lambda p, d: fake_outcome(), device="cpu", progress=False)
     assert (report.cut_off, report.already_stored, report.measured) == (0, 1, 2)
+
+
+def test_rounds_spread_over_worker_processes_are_stored_by_each_and_load_as_one_row(results_root):
+    from lstmstudy import kernels, stats
+
+    points = [contract.Point("torch.fused", SHAPE), contract.Point("torch.native", SHAPE)]
+    plan = timing.Rounds(rounds=4, warmup=1, burst_s=0.0, burst_min_samples=2, extra_rounds=0, processes=2)
+    report = sweep.run("demo", points, kernels.prepare, plan, device="cpu", progress=False)
+    assert (report.measured, report.errors, report.processes) == (2, 0, 2)
+    stored = results.load("demo", latest=False)
+    assert sorted(stored.process.tolist()) == [0, 0, 1, 1] and set(stored.status) == {"ok"}
+    assert {len(sizes) for sizes in stored.round_sizes} == {2}  # each worker times its share: 4 rounds over 2
+    assert len(set(stored.round_seed)) == 2  # each worker shuffles its own rounds
+    fused, native = (results.load("demo").set_index("kernel").loc[k] for k in ("torch.fused", "torch.native"))
+    assert fused.process_rounds == native.process_rounds == [2, 2] and len(fused.samples) == fused.n_samples
+    assert stats.interleaved(fused, native) and fused.ci_low_s <= fused.median_s <= fused.ci_high_s
+    again = sweep.run("demo", points, kernels.prepare, plan, device="cpu", progress=False)
+    assert again.already_stored == 2 and again.measured == 0
+
+
+def test_a_rerun_leaves_out_the_rows_other_workers_stored_before_it(results_root):
+    rows = [sweep.make_row("demo", point, torch.device("cpu"), fingerprint("cpu"), outcome=fake_outcome(),
+                           process=process) for process in (0, 1) for point in grid(1)]
+    results.append("demo", HW, rows)
+    assert results.load("demo").process_rounds[0] == [1, 1]
+    sweep.run("demo", grid(1), lambda p, d: fake_outcome(), device="cpu", progress=False, rerun=True)
+    assert results.load("demo").process_rounds[0] == []  # the new worker 0 row alone
+    missing = results.stored_keys("demo", HW, process=1)[0]
+    assert grid(1)[0].key() in missing  # worker 1's old row still counts as done for it: resumed, not joined

@@ -176,7 +176,7 @@ def test_the_blog_models_warning_blames_only_its_first_lstm(tmp_path):
     found = only(fallbacks(lambda: model.fit(x, y, batch_size=1, verbose=0), model, results_root=tmp_path))
     assert found.layer == "lstm" and [r.code for r in found.reasons] == ["activation"]
     assert "a ReLU layer" in str(found) and "activation='tanh'" in str(found)
-    assert "no GPU measurement is stored yet for activation='relu'" in str(found)
+    assert "no measurement yet on a GPU for the nearest setting claim 1 times, activation='relu'" in str(found)
 
 
 def test_a_warning_filter_makes_it_an_exception_and_the_layer_is_restored():
@@ -282,9 +282,10 @@ def test_the_cost_is_the_closest_stored_gpu_configuration(tmp_path):
     far = measured_cost(["activation"], batch=1, hidden=1024, phase="train", root=tmp_path)
     assert (near.hidden, round(near.ratio, 2), far.hidden, round(far.ratio, 2)) == (64, 3.0, 512, 2.0)
     assert near.ratio_lo <= near.ratio <= near.ratio_hi
-    assert str(near).startswith("3.00x slower than cuDNN (95% CI") and "cuda-fake-gpu" in str(near)
+    assert str(near).startswith("3.00x slower than cuDNN (95% interval") and "cuda-fake-gpu" in str(near)
     none = measured_cost(["unroll"], root=tmp_path)
-    assert none.ratio is None and "no GPU measurement is stored yet for unroll=True" in str(none)
+    assert none.ratio is None and "for the nearest setting claim 1 times, unroll=True" in str(none)
+    assert "published figures for a fallback like this" in str(none)
 
 
 def test_the_cost_prefers_the_layers_own_backend_and_names_it(tmp_path):
@@ -301,7 +302,7 @@ def test_the_cost_prefers_the_layers_own_backend_and_names_it(tmp_path):
 def test_cpu_sets_are_never_quoted_as_a_gpu_cost(tmp_path):
     store_gpu_rows(tmp_path, hardware_id="cpu-fake")
     cost = measured_cost(["activation"], root=tmp_path)
-    assert cost.ratio is None and "no GPU measurement is stored yet" in str(cost)
+    assert cost.ratio is None and "no measurement yet on a GPU" in str(cost)
 
 
 def test_the_blog_models_warning_quotes_the_stored_cost(tmp_path):

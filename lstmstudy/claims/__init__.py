@@ -67,6 +67,10 @@ LEASE_ORDER = ("06_energy", "01_cudnn_fallback", "03_mixed_precision", "02_cpu_v
 #: and Keras in the measuring process (planned), and what gpu-node.sh keeps for packing
 LEASE_FIXED_S = {"start-up and smoke check, no pytest": 60.0, "first use of CUDA, cuDNN and Keras": 20.0,
                  "packing": 20.0}
+#: the worker processes a lease's call spreads rounds over (`lstmstudy measure --plan lease`): one, as each more
+#: would prepare every point again (a model built, cuDNN and Keras started) and the five judged claims would no
+#: longer fit one call; its rows' intervals hold the noise of one process only, and the hardware sets say so
+LEASE_PROCESSES = 1
 #: the longest one command may run on a lent GPU node (`scripts/gpu-node.sh`'s LSTMSTUDY_CALL_LIMIT by default)
 LEASE_CALL_S = 600
 #: which points of a claim's grid a step measures: every one, the lease's, all but the slow kernels', the slow ones
@@ -183,9 +187,10 @@ class Claim:
     def run(self, device: str = "auto", *, quick: bool = False, min_time: float | None = None,
             root: Path | None = None, retry_errors: bool = False, rerun: bool = False,
             deadline: Deadline | None = None, progress: bool = True, select: str = "all",
-            **overrides: object) -> list[SweepReport]:
+            processes: int | None = None, **overrides: object) -> list[SweepReport]:
         """Measure this claim's grid for `device`, or the part of it `select` keeps (what `lstmstudy measure` and
-        the notebooks call)."""
+        the notebooks call), its rounds spread over `processes` worker processes (the claim's plan's when None:
+        `timing.WORKER_PROCESSES`)."""
         from lstmstudy import hardware
 
         kind = hardware.resolve_device(device).type
@@ -194,7 +199,7 @@ class Claim:
         return self.measure(self.points(kind, quick=quick, select=select, **overrides), device=device,
                             min_time=self.min_time if min_time is None else min_time, quick=quick, root=root,
                             retry_errors=retry_errors, rerun=rerun, deadline=deadline, slow=self.slow,
-                            progress=progress, **options)
+                            progress=progress, processes=processes, **options)
 
 
 def registry(*, judged_only: bool = False) -> list[Claim]:

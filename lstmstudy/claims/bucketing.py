@@ -69,7 +69,7 @@ from lstmstudy.parameters import check_choices, check_positive_ints
 from lstmstudy.rules import (ONE_BURST_WORDS, Bands, Outcome, Verdict, interval_label, low_precision,
                              low_precision_words, one_burst_sets)
 from lstmstudy.shapes import LSTMShape
-from lstmstudy.stats import interleaved, row_ratio
+from lstmstudy.stats import interleaved, row_ratio, with_intervals
 
 if TYPE_CHECKING:  # measuring imports torch; the analysis below runs without it
     from lstmstudy.sweep import SweepReport
@@ -312,6 +312,7 @@ def epoch_times(results: pd.DataFrame) -> pd.DataFrame:
     if ok.empty:
         return pd.DataFrame(columns=cols)
     ok["epoch_s"] = ok.median_s * ok.scale
+    ok = with_intervals(ok)
     ok["epoch_lo_s"] = ok.ci_low_s * ok.scale
     ok["epoch_hi_s"] = ok.ci_high_s * ok.scale
     ok["ms_per_batch"] = ok.median_s / ok.sample_batches * 1e3
@@ -456,7 +457,7 @@ def verdicts(results: pd.DataFrame) -> list[Verdict]:
         other = rows[rows.baseline == GLOBAL_MAX]
         if not other.empty:
             o = other.iloc[0]
-            text += (f"; context, not deciding: {o.ratio:.2f}x (95% CI {o.ratio_lo:.2f}-{o.ratio_hi:.2f}) over "
+            text += (f"; context, not deciding: {o.ratio:.2f}x (95% interval {o.ratio_lo:.2f}-{o.ratio_hi:.2f}) over "
                      f"padding to the corpus maximum (padded work {o.work_ratio:.2f}x less)")
         outcome = BANDS.decide(head.ratio_lo, head.ratio_hi)
         if pd.notna(few):  # one configuration decides: its few timings cannot settle it

@@ -43,7 +43,7 @@ from lstmstudy.claims import Claim, Lease
 from lstmstudy.parameters import check_bool, check_choices, check_positive_ints
 from lstmstudy.rules import Outcome, Possible, Verdict, combine, crossover, settle
 from lstmstudy.shapes import AUTOENCODER, BILSTM, LSTMShape
-from lstmstudy.stats import bootstrap_median, row_ratio, row_rounds
+from lstmstudy.stats import row_median, row_ratio
 
 if TYPE_CHECKING:  # measuring imports torch; the analysis below runs without it
     from lstmstudy.sweep import SweepReport
@@ -154,12 +154,12 @@ EPOCH_COLUMNS = ["hardware_id", "device_kind", "workload", "framework", "kernel"
 
 def epoch_times(results: pd.DataFrame, dataset_size: int) -> pd.DataFrame:
     """Per hardware set, model and batch: epoch time = (dataset_size / batch) x median step time, with the
-    step time's bootstrap 95% interval scaled the same way."""
+    step time's bootstrap 95% re-run interval scaled the same way."""
     ok = _ok(results)
     rows = []
     for _, row in ok.iterrows():
         steps = dataset_size / int(row.batch)
-        median, lo, hi = bootstrap_median(row_rounds(row))
+        median, lo, hi = row_median(row)
         rows.append({"hardware_id": row.hardware_id, "device_kind": row.device_kind, "workload": row.workload,
                      "framework": row.framework, "kernel": row.kernel, "batch": int(row.batch),
                      "timesteps": int(row.timesteps), "steps": steps, "step_ms": median * 1e3,

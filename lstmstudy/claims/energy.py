@@ -427,7 +427,7 @@ def verdicts(results: pd.DataFrame) -> list[Verdict]:
             continue
         figure = geomean(judged.proportionality)
         low, high = geomean_interval(list(judged.replicates))
-        text = (f"S = {figure:.2f} (95% CI {low:.2f}-{high:.2f}): {reading(low, high)}; energy above idle per "
+        text = (f"S = {figure:.2f} (95% interval {low:.2f}-{high:.2f}): {reading(low, high)}; energy above idle per "
                 f"sequence {geomean(judged.above_idle_ratio):.2f}x the fused kernel's for "
                 f"{geomean(judged.time_ratio):.2f}x its time (total energy {geomean(judged.energy_ratio):.2f}x); "
                 f"geometric mean of {len(judged)} configurations: {', '.join(sorted(judged.kernel.unique()))}"

@@ -364,7 +364,7 @@ def _lookup(frame: pd.DataFrame, hw: str) -> pd.Series | None:
 
 
 def _interval_text(row: pd.Series) -> str:
-    return (f"{row.ratio:.2f}x (95% CI over {int(row.n)} configurations {row.ratio_lo:.2f}-{row.ratio_hi:.2f}; "
+    return (f"{row.ratio:.2f}x (95% interval over {int(row.n)} configurations {row.ratio_lo:.2f}-{row.ratio_hi:.2f}; "
             f"measurement noise alone {row.noise_lo:.2f}-{row.noise_hi:.2f})")
 
 

@@ -45,12 +45,13 @@ def grid(*, kind: str, quick: bool, shapes: Sequence[Sequence[int]], phases: Seq
 
 
 def measure(points: list, *, device: str, min_time: float, quick: bool = False, **sweep_options) -> list:
-    """The GEMM peak first (unless stored), then every kernel point not yet stored."""
+    """The GEMM peak first (unless stored), then every kernel point not yet stored, in one process: the benchmark
+    decides no verdict, and worker processes would triple its longest sweep (compiles included)."""
     from lstmstudy import kernels, roofline, sweep, timing
 
+    plan = timing.plan(min_time, quick, processes=1, **({} if quick else dict(warmup=5)))
     return [roofline.measure(device, quick=quick, **sweep_options),
-            sweep.run(NAME, points, kernels.prepare, timing.plan(min_time, quick, **({} if quick else dict(warmup=5))),
-                      device=device, **sweep_options)]
+            sweep.run(NAME, points, kernels.prepare, plan, device=device, **sweep_options)]
 
 
 def verdicts(frame: pd.DataFrame) -> list:

@@ -235,7 +235,7 @@ def extremes(results: pd.DataFrame) -> pd.DataFrame:
 
 
 def _ends_text(part: pd.DataFrame) -> str:
-    """'1.07x (95% CI 1.05-1.07) at H=64 T=16 B=32, 2.06x (...) at H=1024 T=128 B=32' for one phase's two ends."""
+    """'1.07x (95% interval 1.05-1.07) at H=64 T=16 B=32, 2.06x (...) at H=1024 T=128 B=32' for one phase's two ends."""
     ends = part.set_index("end")
     return ", ".join(f"{ends.ratio[end]:.2f}x ({interval_label(ends.low_precision[end])} {ends.ratio_lo[end]:.2f}-"
                      f"{ends.ratio_hi[end]:.2f}) at {ends['shape'][end]}" for end in ("smallest", "largest"))

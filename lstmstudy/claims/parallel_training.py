@@ -45,7 +45,7 @@ from lstmstudy.parallel.batching import timed_plan
 from lstmstudy.parameters import check_choices, check_positive_ints
 from lstmstudy.rules import PART_WORDS, Outcome, Verdict, combine, holds_from, settle
 from lstmstudy.shapes import LSTMShape
-from lstmstudy.stats import row_ratio
+from lstmstudy.stats import row_ratio, with_intervals
 
 if TYPE_CHECKING:
     from lstmstudy.sweep import SweepReport
@@ -201,6 +201,7 @@ def throughput(frame: pd.DataFrame) -> pd.DataFrame:
     if ok.empty:
         return pd.DataFrame(columns=cols)
     ok["step_ms"] = ok.median_s / ok.timed_batches * 1e3
+    ok = with_intervals(ok)
     ok["step_lo_ms"] = ok.ci_low_s / ok.timed_batches * 1e3
     ok["step_hi_ms"] = ok.ci_high_s / ok.timed_batches * 1e3
     ok["tokens_per_s"] = ok.sample_real_steps / ok.median_s
@@ -250,7 +251,7 @@ def _row(ok: pd.DataFrame, scheme: str, devices: int, plan: str):
 
 
 def _interval(value: float, lo: float, hi: float) -> str:
-    return f"{value:.2f}x (95% CI {lo:.2f}-{hi:.2f})"
+    return f"{value:.2f}x (95% interval {lo:.2f}-{hi:.2f})"
 
 
 def _verdict_for(hardware_id: str, frame: pd.DataFrame) -> Verdict:

@@ -31,67 +31,16 @@ from __future__ import annotations
 
 import sys
 from collections.abc import Iterable, Iterator
-from dataclasses import dataclass
 
 import numpy as np
 import torch
 from torch import nn
 
-from lstmstudy.observe import keras_loop
+from lstmstudy.backends import keras_private
+from lstmstudy.cudnn_rules import (FUSED_LAYERS, MASK_TORCH_BACKEND, Explanation, KerasRecurrent, Reason,
+                                   explain_keras_layer, torch_cudnn_dtype_reason)
 
 DEVICES = ("auto", "cpu", "cuda")
-
-
-@dataclass(frozen=True)
-class Reason:
-    """One thing that keeps a layer off the fused kernel, in a sentence a user can act on.
-
-    `device` is True for reasons about the machine or runtime (no GPU, cuDNN disabled) rather
-    than about the layer's own configuration.
-    """
-
-    code: str
-    message: str
-    device: bool = False
-
-
-@dataclass(frozen=True)
-class Explanation:
-    """The kernel one recurrent layer gets here and every reason it is not the fused cuDNN kernel.
-
-    `kernel` is a prediction in `lstmstudy.observe`'s vocabulary, so that it compares with what is
-    observed: 'cudnn', 'miopen', 'onednn' (PyTorch's fused CPU LSTM), 'aten-loop' (PyTorch's own loop), or
-    Keras's own loop over timesteps as `observe.keras_loop` names it ('framework-loop', 'unrolled' with
-    unroll=True, 'python-op-loop' on the torch backend). `notes` add context that does not block cuDNN, such
-    as why the CPU does or does not get oneDNN.
-    """
-
-    layer: str
-    framework: str
-    kernel: str
-    fused_eligible: bool
-    reasons: tuple[Reason, ...] = ()
-    notes: tuple[Reason, ...] = ()
-    #: a Keras layer that received a mask (from the call's input or, with `inputs`, Keras's propagation)
-    masked: bool = False
-
-    @property
-    def eligible_ignoring_device(self) -> bool:
-        """True when only the machine stands between this layer and cuDNN: it would get it on a GPU."""
-        return all(reason.device for reason in self.reasons)
-
-    @property
-    def codes(self) -> tuple[str, ...]:
-        return tuple(reason.code for reason in self.reasons)
-
-    def __str__(self) -> str:
-        lines = [f"{self.layer} [{self.framework}]: {self.kernel}"
-                 + (" (fused cuDNN kernel)" if self.fused_eligible else "")]
-        if self.reasons:
-            lines.append("  not cuDNN because:")
-            lines += [f"    - {r.message}" for r in self.reasons]
-        lines += [f"  note: {n.message}" for n in self.notes]
-        return "\n".join(lines)
 
 
 class Report(tuple):
@@ -235,82 +184,25 @@ def _received_masks(keras, obj, layers: list[object], inputs, mask) -> dict[int,
 
 
 def _explain_keras_layer(keras, backend: str, path: str, layer, mask: np.ndarray | None, device: str) -> Explanation:
-    layers = keras.layers
-    if isinstance(layer, (layers.LSTM, layers.GRU)):
-        blocked = _keras_config_reasons(keras, backend, layer) + _keras_mask_reasons(backend, mask)
-    else:
-        cell = type(layer.cell).__name__
-        blocked = [Reason("layer_type", f"{type(layer).__name__}({cell}) has no cuDNN path in Keras: only "
-                                        "keras.layers.LSTM and keras.layers.GRU have one")]
-    machine = _keras_device_reasons(backend, device)
-    notes = _keras_bug_notes(layer)
-    if backend == "tensorflow":
-        reasons = blocked + machine
-        kernel = "cudnn" if not reasons else keras_loop(backend, layer.unroll)
-        raises = bool(reasons)  # the backend's NotImplementedError becomes a ValueError under use_cudnn=True
-    else:
-        # Keras hands eligible CUDA work to torch._VF.lstm, where PyTorch's own cuDNN rules decide.
-        torch_rules = [] if blocked or machine else _torch_cudnn_reasons(_torch_dtype(layer.compute_dtype), device)
-        reasons = blocked + machine + torch_rules
-        kernel = "cudnn" if not reasons else ("aten-loop" if not blocked and not machine
-                                              else keras_loop(backend, layer.unroll))
-        if kernel == "python-op-loop":
-            notes.append(Reason("torch_backend_loop", "Keras's torch backend runs a Python loop over timesteps "
-                                                      "here, never torch's fused CPU kernel (oneDNN)"))
-        # only these make the torch backend refuse (NotImplementedError); anything else falls back silently
-        raises = any(r.code in ("mask_torch_backend", "recurrent_dropout", "reset_after") for r in reasons)
-    if getattr(layer, "use_cudnn", None) is True and reasons:
-        notes.append(Reason("use_cudnn_true", "use_cudnn=True: Keras raises a ValueError here instead of falling back"
-                            if raises else "use_cudnn=True: the torch backend still falls back silently here"))
-    return Explanation(layer=path, framework=f"keras/{backend}", kernel=kernel, fused_eligible=kernel == "cudnn",
-                       reasons=tuple(reasons), notes=tuple(notes), masked=mask is not None)
+    return explain_keras_layer(path, _settings(keras, backend, layer), backend, masked=mask is not None,
+                               mask=_keras_mask_reasons(backend, mask), machine=_keras_device_reasons(backend, device),
+                               torch_rules=lambda: _torch_cudnn_reasons(_torch_dtype(layer.compute_dtype), device))
 
 
-def _keras_bug_notes(layer) -> list[Reason]:
-    """A Keras 3 bug on the way to cuDNN: with implementation=1 and dropout, training calls fail.
-
-    `inner_loop` builds the input-dropout mask for its cuDNN branch before asking the backend, and
-    with implementation=1 the cell returns one mask per gate (a list), which it cannot broadcast.
-    """
+def _settings(keras, backend: str, layer) -> KerasRecurrent:
+    """What `cudnn_rules` reads from a live layer; the activations judged by identity, as `cudnn_ok` does."""
     cell = layer.cell
-    if (getattr(layer, "use_cudnn", False) in ("auto", True) and not cell.recurrent_dropout and cell.dropout
-            and getattr(cell, "implementation", 2) == 1):
-        return [Reason("keras_dropout_bug", "implementation=1 with dropout > 0: training calls fail in Keras "
-                                            "(seen in 3.15) whatever the device, because its cuDNN branch cannot "
-                                            "broadcast the per-gate dropout masks; use implementation=2 or "
-                                            "use_cudnn=False")]
-    return []
-
-
-def _keras_config_reasons(keras, backend: str, layer) -> list[Reason]:
-    """The layer-configuration checks of `inner_loop` and `cudnn_ok`, in Keras's own terms."""
-    cell = layer.cell
+    kind = next((kind for kind in FUSED_LAYERS if isinstance(layer, getattr(keras.layers, kind))), None)
+    if kind is None:  # no cuDNN path whatever its settings
+        return KerasRecurrent(type(layer).__name__, type(cell).__name__, unroll=layer.unroll)
     tanh_ok, sigmoid_ok = _accepted_activations(keras, backend)
-    native = "tf" if backend == "tensorflow" else "torch"
-    reasons = []
-    if layer.use_cudnn is False:
-        reasons.append(Reason("use_cudnn", "use_cudnn=False turns Keras's cuDNN path off"))
-    if cell.recurrent_dropout:
-        reasons.append(Reason("recurrent_dropout", f"recurrent_dropout={cell.recurrent_dropout:g}: cuDNN cannot drop "
-                                                   "out the recurrent state, and Keras skips cuDNN whenever it is "
-                                                   "set, even in inference"))
-    if cell.activation not in tanh_ok:
-        hint = _identity_hint(keras, cell.activation, "tanh", native)
-        reasons.append(Reason("activation", f"activation is {_describe(keras, cell.activation)}; cuDNN only "
-                                            f"implements tanh{hint}"))
-    if cell.recurrent_activation not in sigmoid_ok:
-        hint = _identity_hint(keras, cell.recurrent_activation, "sigmoid", native)
-        reasons.append(Reason("recurrent_activation", f"recurrent_activation is "
-                              f"{_describe(keras, cell.recurrent_activation)}; cuDNN only implements sigmoid{hint}"))
-    if layer.unroll:
-        reasons.append(Reason("unroll", "unroll=True: cuDNN runs the time loop itself, so an unrolled loop "
-                                        "cannot use it"))
-    if not cell.use_bias:
-        reasons.append(Reason("use_bias", "use_bias=False: Keras's cuDNN path needs the bias vector"))
-    if isinstance(layer, keras.layers.GRU) and not cell.reset_after:
-        reasons.append(Reason("reset_after", "reset_after=False: cuDNN's GRU applies the reset gate after the "
-                                             "recurrent matmul, which is reset_after=True (Keras's default)"))
-    return reasons
+    return KerasRecurrent(
+        kind, type(cell).__name__, use_cudnn=layer.use_cudnn, recurrent_dropout=cell.recurrent_dropout,
+        dropout=cell.dropout, activation=None if cell.activation in tanh_ok else _describe(keras, cell.activation),
+        recurrent_activation=(None if cell.recurrent_activation in sigmoid_ok
+                              else _describe(keras, cell.recurrent_activation)),
+        unroll=layer.unroll, use_bias=cell.use_bias, reset_after=getattr(cell, "reset_after", True),
+        implementation=getattr(cell, "implementation", 2), compute_dtype=layer.compute_dtype)
 
 
 def _accepted_activations(keras, backend: str) -> tuple[tuple, tuple]:
@@ -337,22 +229,11 @@ def _describe(keras, fn) -> str:
     return repr(name) if module.startswith("keras") else f"{module.split('.')[0]}.{name}"
 
 
-def _identity_hint(keras, fn, wanted: str, native: str) -> str:
-    """For a lambda or a foreign `tanh`/`sigmoid`: Keras recognises them by identity, not by what they compute."""
-    name = getattr(fn, "__name__", "") or ""
-    foreign = not (getattr(fn, "__module__", None) or "").startswith("keras")
-    if isinstance(fn, keras.layers.Layer) or not (name == "<lambda>" or (foreign and wanted in name.lower())):
-        return ""
-    return (f" (and Keras recognises {wanted} by identity: only keras.activations.{wanted}, "
-            f"keras.ops.{wanted} or {native}.{wanted} qualify)")
-
-
 def _keras_mask_reasons(backend: str, mask: np.ndarray | None) -> list[Reason]:
     if mask is None:
         return []
     if backend == "torch":
-        return [Reason("mask_torch_backend", "a mask is given: Keras's torch backend has no cuDNN path for "
-                                             "masked input, even right-padded")]
+        return [MASK_TORCH_BACKEND]
     reasons = []
     mask2d = mask.reshape(mask.shape[0], -1)
     expected = np.arange(mask2d.shape[1]) < mask2d.sum(axis=1, keepdims=True)
@@ -385,7 +266,7 @@ def _keras_device_reasons(backend: str, device: str) -> list[Reason]:
         build = "" if tf.test.is_built_with_cuda() else "; this TensorFlow build has no CUDA"
         return [Reason("no_gpu", "no GPU: TensorFlow sees none (tf.config.list_logical_devices('GPU') is empty"
                                  f"{build})", device=True)]
-    from keras.src.backend.torch.core import get_device
+    get_device = keras_private("keras.src.backend.torch.core", "get_device")
 
     if not torch.cuda.is_available():
         return [Reason("no_gpu", "no GPU: Keras runs on torch, and torch.cuda.is_available() is False", device=True)]
@@ -477,9 +358,8 @@ def _torch_cudnn_reasons(dtype: torch.dtype, device: str) -> list[Reason]:
             reasons.append(Reason("dtype", "dtype is bfloat16, which PyTorch runs with cuDNN only with cuDNN "
                                            ">= 9.13 on compute capability >= 8.0; this GPU or cuDNN is older",
                                   device=True))
-    elif dtype not in (torch.float16, torch.float32, torch.float64):
-        reasons.append(Reason("dtype", f"dtype is {dtype}; PyTorch's cuDNN RNN takes float16, float32, float64 "
-                                       "(or bfloat16 on newer cuDNN and GPUs)"))
+    elif reason := torch_cudnn_dtype_reason(str(dtype).removeprefix("torch.")):
+        reasons.append(reason)
     return reasons
 
 

@@ -113,7 +113,7 @@ class KernelWindows:
 
     def result(self, rounds: Measurement) -> contract.PointResult:
         """The row: every window's steps as one round of samples, in the group's round seed, flagged `noisy`
-        as the timing rounds flag a row (its time's interval over windows wider than +-10%)."""
+        as the timing rounds flag a row (its time's interval over windows wider than `stats.NOISE_BOUND`)."""
         samples = tuple(t for steps, _ in self.kept for t in steps.samples)
         m = Measurement(samples=samples, warmup=rounds.warmup, threads=rounds.threads, sync=self.kept[0][0].sync,
                         round_sizes=tuple(steps.n for steps, _ in self.kept), seed=rounds.seed)

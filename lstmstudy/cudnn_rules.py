@@ -1,0 +1,247 @@
+"""cuDNN's criteria as Keras 3 applies them to a layer's settings: one home for the rules, read by both explainers.
+
+`kernels.criteria` explains a live Keras layer (and a torch module) and `saved_config` a layer's saved config; both
+describe the layer as a `KerasRecurrent` and ask `explain_keras_layer`, so a rule is written once. What needs a
+live framework stays with the live explainer: which functions Keras accepts as tanh and sigmoid (by identity), a
+mask's values, the machine (a GPU, cuDNN, its version). This module imports no framework and no numpy, so that
+`lstmstudy explain` reads a saved model in a fraction of a second.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+
+from lstmstudy.observe import keras_loop
+
+#: the Keras recurrent layers with a cuDNN path (`inner_loop` tries `backend.lstm`/`backend.gru`)
+FUSED_LAYERS = ("LSTM", "GRU")
+#: an RNN around one of these cells computes what the fused layer computes, so the fused layer is a fix
+FUSED_CELLS = {"LSTMCell": "LSTM", "GRUCell": "GRU"}
+#: the torch dtypes PyTorch's cuDNN RNN takes (bfloat16 only with cuDNN >= 9.13 on compute capability >= 8.0)
+TORCH_CUDNN_DTYPES = ("float16", "float32", "float64", "bfloat16")
+
+#: the reasons that only say the layer is not on a GPU: on a machine without one, the warning is about a GPU
+LACKS_GPU = {"no_gpu", "not_on_gpu"}
+#: what to change, by `Reason.code`
+FIXES = {
+    "use_cudnn": "use use_cudnn='auto' (the default)",
+    "recurrent_dropout": "set recurrent_dropout=0 and move the dropout to a Dropout layer between recurrent layers "
+                         "(or use dropout=, which cuDNN supports)",
+    "activation": "use activation='tanh' (the default)",
+    "recurrent_activation": "use recurrent_activation='sigmoid' (the default)",
+    "unroll": "use unroll=False (the default)",
+    "use_bias": "use use_bias=True (the default)",
+    "reset_after": "use reset_after=True (the default)",
+    "mask_not_right_padded": "pad sequences at the end, not at the start: keras.utils.pad_sequences(..., "
+                             "padding='post')",
+    "mask_fully_masked": "leave empty sequences out of the batch",
+    "mask_torch_backend": "on Keras's torch backend, drop the mask (bucket sequences by length instead) or use "
+                          "the tensorflow backend",
+    "layer_type": "use the fused layer of the same cell (keras.layers.LSTM for LSTMCell, keras.layers.GRU for "
+                  "GRUCell) with the cell's settings",
+    "cudnn_disabled": "set torch.backends.cudnn.enabled = True",
+    "dtype": "cast the module and its input to float32 (or float16)",
+    "empty_input": "skip empty batches",
+    "no_gpu": "run on a machine with a CUDA GPU",
+    "not_on_gpu": "move the module and its input to the GPU (.to('cuda'))",
+    "cudnn_unavailable": "install a PyTorch build with cuDNN",
+}
+#: `Reason.code` -> the kernel of claim 1 that measured the same trigger (`cudnn_fallback.TRIGGERS`)
+TRIGGERS = {
+    "use_cudnn": "keras.generic",
+    "recurrent_dropout": "keras.recurrent_dropout",
+    "activation": "keras.relu",
+    "unroll": "keras.unroll",
+    "use_bias": "keras.no_bias",
+    "cudnn_disabled": "torch.native",
+}
+
+
+@dataclass(frozen=True)
+class Reason:
+    """One thing that keeps a layer off the fused kernel, in a sentence a user can act on.
+
+    `device` is True for reasons about the machine or runtime (no GPU, cuDNN disabled) rather
+    than about the layer's own configuration.
+    """
+
+    code: str
+    message: str
+    device: bool = False
+
+
+@dataclass(frozen=True)
+class Explanation:
+    """The kernel one recurrent layer gets here and every reason it is not the fused cuDNN kernel.
+
+    `kernel` is a prediction in `lstmstudy.observe`'s vocabulary, so that it compares with what is
+    observed: 'cudnn', 'miopen', 'onednn' (PyTorch's fused CPU LSTM), 'aten-loop' (PyTorch's own loop), or
+    Keras's own loop over timesteps as `observe.keras_loop` names it ('framework-loop', 'unrolled' with
+    unroll=True, 'python-op-loop' on the torch backend). `notes` add context that does not block cuDNN, such
+    as why the CPU does or does not get oneDNN.
+    """
+
+    layer: str
+    framework: str
+    kernel: str
+    fused_eligible: bool
+    reasons: tuple[Reason, ...] = ()
+    notes: tuple[Reason, ...] = ()
+    #: a Keras layer that received a mask (from the call's input or, with `inputs`, Keras's propagation)
+    masked: bool = False
+
+    @property
+    def eligible_ignoring_device(self) -> bool:
+        """True when only the machine stands between this layer and cuDNN: it would get it on a GPU."""
+        return all(reason.device for reason in self.reasons)
+
+    @property
+    def codes(self) -> tuple[str, ...]:
+        return tuple(reason.code for reason in self.reasons)
+
+    def __str__(self) -> str:
+        lines = [f"{self.layer} [{self.framework}]: {self.kernel}"
+                 + (" (fused cuDNN kernel)" if self.fused_eligible else "")]
+        if self.reasons:
+            lines.append("  not cuDNN because:")
+            lines += [f"    - {r.message}" for r in self.reasons]
+        lines += [f"  note: {n.message}" for n in self.notes]
+        return "\n".join(lines)
+
+
+@dataclass(frozen=True)
+class KerasRecurrent:
+    """What Keras's cuDNN decision reads from one recurrent layer, taken from a live layer or a saved config.
+
+    `activation` and `recurrent_activation` are None when Keras accepts them as tanh and sigmoid, else how to
+    name them in a reason: a live layer is judged by identity (`cudnn_ok` compares functions with `in`), a saved
+    config by the name Keras deserialises. `compute_dtype` is the dtype policy's compute dtype ('float32').
+    """
+
+    layer_type: str
+    cell: str
+    use_cudnn: bool | str = "auto"
+    recurrent_dropout: float = 0.0
+    dropout: float = 0.0
+    activation: str | None = None
+    recurrent_activation: str | None = None
+    unroll: bool = False
+    use_bias: bool = True
+    reset_after: bool = True
+    implementation: int = 2
+    compute_dtype: str = "float32"
+
+
+MASK_TORCH_BACKEND = Reason("mask_torch_backend", "a mask is given: Keras's torch backend has no cuDNN path for "
+                                                  "masked input, even right-padded")
+
+
+def right_padded_only_note(source: str) -> Reason:
+    """A fused layer that receives a mask on TensorFlow: what the mask's values must be for cuDNN to run it."""
+    return Reason("mask_right_padded_only", f"{source} makes a mask that reaches this layer: cuDNN runs it only while "
+                                            f"every sequence is right-padded, and keras.utils.pad_sequences pads on "
+                                            f"the left unless padding='post'; on the torch backend any mask means the "
+                                            f"generic loop")
+
+
+def keras_layer_type_reason(layer_type: str, cell: str) -> Reason | None:
+    """Why a layer that is not keras.layers.LSTM or GRU never gets cuDNN in Keras, said so that the fix keeps what
+    the model computes: an RNN around an LSTM or GRU cell has the fused layer as its twin; any other layer
+    (SimpleRNN, ConvLSTM, a custom cell) has no fused form at all. None for LSTM and GRU."""
+    if layer_type in FUSED_LAYERS:
+        return None
+    if cell in FUSED_CELLS:
+        return Reason("layer_type", f"{layer_type}({cell}) has no cuDNN path in Keras: only keras.layers.LSTM and "
+                                    f"keras.layers.GRU have one, and keras.layers.{FUSED_CELLS[cell]} computes the "
+                                    f"same as this cell")
+    return Reason("no_fused_form", f"{layer_type}({cell}) has no fused form: Keras sends only keras.layers.LSTM "
+                                   f"and keras.layers.GRU to cuDNN, so this layer always runs Keras's own loop, and "
+                                   f"no change of setting gives it one without changing what the model computes")
+
+
+def keras_config_reasons(layer: KerasRecurrent, backend: str) -> list[Reason]:
+    """The layer-configuration checks of `inner_loop` and `cudnn_ok`, in Keras's own terms."""
+    native = "tf" if backend == "tensorflow" else "torch"
+    reasons = []
+    if layer.use_cudnn is False:
+        reasons.append(Reason("use_cudnn", "use_cudnn=False turns Keras's cuDNN path off"))
+    if layer.recurrent_dropout:
+        reasons.append(Reason("recurrent_dropout", f"recurrent_dropout={layer.recurrent_dropout:g}: cuDNN cannot "
+                                                   "drop out the recurrent state, and Keras skips cuDNN whenever it "
+                                                   "is set, even in inference"))
+    for setting, named, wanted in (("activation", layer.activation, "tanh"),
+                                   ("recurrent_activation", layer.recurrent_activation, "sigmoid")):
+        if named is not None:
+            hint = (f" (and Keras recognises {wanted} by identity: only keras.activations.{wanted}, keras.ops.{wanted} "
+                    f"or {native}.{wanted} qualify)") if _looks_like(named, wanted) else ""
+            reasons.append(Reason(setting, f"{setting} is {named}; cuDNN only implements {wanted}{hint}"))
+    if layer.unroll:
+        reasons.append(Reason("unroll", "unroll=True: cuDNN runs the time loop itself, so an unrolled loop "
+                                        "cannot use it"))
+    if not layer.use_bias:
+        reasons.append(Reason("use_bias", "use_bias=False: Keras's cuDNN path needs the bias vector"))
+    if layer.layer_type == "GRU" and not layer.reset_after:
+        reasons.append(Reason("reset_after", "reset_after=False: cuDNN's GRU applies the reset gate after the "
+                                             "recurrent matmul, which is reset_after=True (Keras's default)"))
+    return reasons
+
+
+def _looks_like(named: str, wanted: str) -> bool:
+    """A lambda, or a function from outside Keras named like the wanted one ('numpy.tanh'; Keras's own are quoted,
+    layers and objects start with 'a '): the user meant the wanted one, but Keras recognises it by identity."""
+    return named == "a lambda" or (not named.startswith(("'", "a ")) and wanted in named.lower())
+
+
+def torch_cudnn_dtype_reason(dtype: str) -> Reason | None:
+    """PyTorch's `use_cudnn(input)` dtype check, by the dtype's name ('float32'); None when cuDNN takes it."""
+    if dtype in TORCH_CUDNN_DTYPES:
+        return None
+    return Reason("dtype", f"dtype is torch.{dtype}; PyTorch's cuDNN RNN takes float16, float32, float64 "
+                           "(or bfloat16 on newer cuDNN and GPUs)")
+
+
+def keras_dropout_bug_note(layer: KerasRecurrent) -> Reason | None:
+    """A Keras 3 bug on the way to cuDNN: with implementation=1 and dropout, training calls fail.
+
+    `inner_loop` builds the input-dropout mask for its cuDNN branch before asking the backend, and
+    with implementation=1 the cell returns one mask per gate (a list), which it cannot broadcast.
+    """
+    if (layer.layer_type in FUSED_LAYERS and layer.use_cudnn in ("auto", True) and not layer.recurrent_dropout
+            and layer.dropout and layer.implementation == 1):
+        return Reason("keras_dropout_bug", "implementation=1 with dropout > 0: training calls fail in Keras "
+                                           "(seen in 3.15) whatever the device, because its cuDNN branch cannot "
+                                           "broadcast the per-gate dropout masks; use implementation=2 or "
+                                           "use_cudnn=False")
+    return None
+
+
+def explain_keras_layer(path: str, layer: KerasRecurrent, backend: str, *, masked: bool, mask: list[Reason],
+                        machine: list[Reason], torch_rules: Callable[[], list[Reason]]) -> Explanation:
+    """Keras's decision for one recurrent layer on `backend` ('tensorflow' or 'torch').
+
+    `masked` says whether the layer receives a mask, `mask` the reasons that mask blocks cuDNN, `machine` those of
+    the machine (Keras's device check); `torch_rules()` PyTorch's own cuDNN rules, which decide on the torch backend
+    once Keras hands the layer to `torch._VF.lstm` (asked only then).
+    """
+    type_reason = keras_layer_type_reason(layer.layer_type, layer.cell)
+    blocked = [type_reason] if type_reason else keras_config_reasons(layer, backend) + mask
+    notes = [note] if (note := keras_dropout_bug_note(layer)) else []
+    if backend == "tensorflow":
+        reasons = blocked + machine
+        kernel = "cudnn" if not reasons else keras_loop(backend, layer.unroll)
+        raises = bool(reasons)  # the backend's NotImplementedError becomes a ValueError under use_cudnn=True
+    else:
+        reasons = blocked + machine + ([] if blocked or machine else torch_rules())
+        kernel = "cudnn" if not reasons else ("aten-loop" if not blocked and not machine
+                                              else keras_loop(backend, layer.unroll))
+        if kernel == "python-op-loop":
+            notes.append(Reason("torch_backend_loop", "Keras's torch backend runs a Python loop over timesteps "
+                                                      "here, never torch's fused CPU kernel (oneDNN)"))
+        # only these make the torch backend refuse (NotImplementedError); anything else falls back silently
+        raises = any(r.code in ("mask_torch_backend", "recurrent_dropout", "reset_after") for r in reasons)
+    if layer.layer_type in FUSED_LAYERS and layer.use_cudnn is True and reasons:
+        notes.append(Reason("use_cudnn_true", "use_cudnn=True: Keras raises a ValueError here instead of falling back"
+                            if raises else "use_cudnn=True: the torch backend still falls back silently here"))
+    return Explanation(layer=path, framework=f"keras/{backend}", kernel=kernel, fused_eligible=kernel == "cudnn",
+                       reasons=tuple(reasons), notes=tuple(notes), masked=masked)
