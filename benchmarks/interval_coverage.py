@@ -5,10 +5,10 @@ results folder (each spreading its rounds over its own worker processes, `timing
 `--processes` says otherwise), computes every trigger's slowdown over its fused kernel with its 95% interval in
 each run (`cudnn_fallback.slowdowns`), and reports how often one run's ratio falls inside the other run's
 interval, and whether each claim's verdict (claim 1's, and those of `--claims`, measured in the same runs)
-comes out the same in both. The intervals are re-run intervals (`lstmstudy.stats`): they promise that a second run lands inside
-95% of the time, so the figure to reach is 90% or more. An interval over the rounds of one process misses what
-differs between processes and covers less (about 80% on a 2-core VM before worker processes; the history in
-`results/interval_coverage/` keeps each figure with its label).
+comes out the same in both. The intervals are re-run intervals (`lstmstudy.stats`): they promise that a second run
+lands inside 95% of the time, so the figure to reach is 90% or more. An interval over the rounds of one process
+misses what differs between processes and covers less (about 80% on a 2-core VM before worker processes; the
+history in `results/interval_coverage/` keeps each figure with its label).
 
     .venv/bin/python benchmarks/interval_coverage.py [--checkout DIR] [--label TEXT] [--processes N] [--claims 01 04]
 

@@ -1,13 +1,14 @@
-"""`lstmstudy env | measure | reproduce | book | explain | published`: the study's command line.
+"""`lstmstudy env | measure | pack | unpack | reproduce | book | explain | published`: the study's command line.
 
-`measure` only measures: it imports no papermill, Jupyter, IPython or TensorFlow, so it runs on a GPU node
-that has PyTorch and little else. `reproduce` measures through the notebooks and renders them; `book`
-only renders. `explain` says which recurrent layers of a saved Keras model would miss cuDNN on a GPU, and
-what claim 1 measured that to cost. `published` derives the tables of what others published (`lstmstudy.published`)
-from their raw copies again. User mistakes (an unknown claim, `--device cuda` without a GPU, a
-corrupt results file, a file that is not a Keras model, no notebooks where the study's root should be, an optional
-dependency this installation lacks, named with the extra that brings it) end with one line on stderr and exit
-status 2, never a traceback; notes go to stderr too, so stdout carries only the answer. The study's root is
+`measure` only measures: it imports no papermill, Jupyter, IPython or TensorFlow, so it runs on a GPU node that has
+PyTorch and little else. `pack` puts one measured hardware set into one file for a reader to send, and `unpack`
+checks such a file and stores it for the pages to render (`lstmstudy.packed`). `reproduce` measures through the
+notebooks and renders them; `book` only renders. `explain` says which recurrent layers of a saved Keras model would
+miss cuDNN on a GPU, and what claim 1 measured that to cost. `published` derives the tables of what others published
+(`lstmstudy.published`) from their raw copies again. User mistakes (an unknown claim, `--device cuda` without a GPU,
+a corrupt results file, a file that is not a Keras model, no notebooks where the study's root should be, an optional
+dependency this installation lacks, named with the extra that brings it) end with one line on stderr and exit status
+2, never a traceback; notes go to stderr too, so stdout carries only the answer. The study's root is
 `paths.study_root`: `--root`, `$LSTMSTUDY_ROOT`, the checkout, or the current folder.
 """
 
@@ -16,12 +17,13 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import shutil
 import subprocess
 import sys
 from pathlib import Path
 
 from lstmstudy import __version__, backends
-from lstmstudy.errors import StudyError, missing_dependency
+from lstmstudy.errors import MissingDependency, StudyError, extra_for, missing_dependency
 from lstmstudy.paths import ROOT_VARIABLE, logs_folder, outside_the_study, study_root
 from lstmstudy.toc import CLAIM_NOTEBOOKS, CLAIMS_TABLE, missing_pages
 
@@ -117,6 +119,24 @@ def cmd_measure(args: argparse.Namespace) -> int:
                 left += report.left
     print(f"{left} point(s) left for the next call: run the same command again to resume" if left
           else "nothing left to measure for these claims on this device")
+    return 0
+
+
+def cmd_pack(args: argparse.Namespace) -> int:
+    from lstmstudy import packed
+
+    path, manifest = packed.pack(args.hardware_id, root=args.results_dir, output=args.output)
+    rows = ", ".join(f"{claim} {count}" for claim, count in manifest["claims"].items())
+    print(f"packed {manifest['hardware_id']} (rows: {rows}) -> {path}")
+    return 0
+
+
+def cmd_unpack(args: argparse.Namespace) -> int:
+    from lstmstudy import packed
+
+    for path, what in packed.unpack(args.file, root=args.results_dir, replace=args.replace).items():
+        print(f"{what}: {path}")
+    print("render the pages from it: lstmstudy reproduce --no-measure", file=sys.stderr)
     return 0
 
 
@@ -316,8 +336,12 @@ def cmd_book(args: argparse.Namespace) -> int:
     if missing := missing_pages(root):
         raise StudyError(f"{len(missing)} page(s) of the book are not rendered yet ({', '.join(missing)}): "
                          f"run `lstmstudy reproduce` first, or `make book`")
-    builder = Path(sys.executable).parent / "jupyter-book"
-    command = [str(builder if builder.exists() else "jupyter-book"), "build", str(root), "--keep-going"]
+    # this interpreter's own, else one on PATH; none: the extra that brings it, in one line
+    builder = shutil.which("jupyter-book", path=os.pathsep.join([str(Path(sys.executable).parent),
+                                                                 os.environ.get("PATH", "")]))
+    if builder is None:
+        raise MissingDependency("jupyter-book", extra_for("jupyter_book") or "book")
+    command = [builder, "build", str(root), "--keep-going"]
     if not args.no_strict:
         command.append("--warningiserror")
     if args.path_output:
@@ -363,9 +387,28 @@ def parser() -> argparse.ArgumentParser:
     mea.add_argument("--rerun", action="store_true",
                      help="measure every point again, stored or not (the pages read the newest rows): for a set "
                           "stored at another speed")
-    mea.add_argument("--results-dir", type=Path, help="results root (default: $LSTMSTUDY_RESULTS or results/)")
+    mea.add_argument("--results", "--results-dir", dest="results_dir", type=Path, metavar="DIR",
+                     help="results root (default: $LSTMSTUDY_RESULTS or results/)")
     mea.add_argument("--no-progress", action="store_true", help="hide the progress bars")
     mea.set_defaults(func=cmd_measure)
+
+    pack = sub.add_parser("pack", help="pack one hardware set's rows and fingerprint into one file to send, with a "
+                                       "manifest (what `lstmstudy unpack` checks)")
+    pack.add_argument("hardware_id", metavar="HARDWARE_ID", help="the set's id, as `lstmstudy env` prints it")
+    pack.add_argument("--results", dest="results_dir", type=Path, metavar="DIR",
+                      help="results root (default: $LSTMSTUDY_RESULTS or results/)")
+    pack.add_argument("-o", "--output", type=Path, metavar="FILE",
+                      help="the file to write (default: HARDWARE_ID.lstmstudy.tar.gz here)")
+    pack.set_defaults(func=cmd_pack)
+
+    unpack = sub.add_parser("unpack", help="check a packed set and store it under results/, for `lstmstudy reproduce "
+                                           "--no-measure` to render")
+    unpack.add_argument("file", type=Path, metavar="FILE", help="a file `lstmstudy pack` wrote")
+    unpack.add_argument("--results", dest="results_dir", type=Path, metavar="DIR",
+                        help="results root (default: $LSTMSTUDY_RESULTS or results/)")
+    unpack.add_argument("--replace", action="store_true",
+                        help="overwrite a different set stored under the same id (its rows are lost)")
+    unpack.set_defaults(func=cmd_unpack)
 
     rep = sub.add_parser("reproduce", parents=[rooted],
                          help="run the claim notebooks with papermill (measure, then render into book/), then render "

@@ -1,4 +1,5 @@
-"""cuDNN's criteria as Keras 3 applies them to a layer's settings: one home for the rules, read by both explainers.
+"""cuDNN's criteria as Keras 3 applies them to a layer's settings: one home for the rules, read by both explainers,
+and one table of the triggers (`TRIGGER_TABLE`: the setting, the fix, claim 1's kernel, published figures).
 
 `kernels.criteria` explains a live Keras layer (and a torch module) and `saved_config` a layer's saved config; both
 describe the layer as a `KerasRecurrent` and ask `explain_keras_layer`, so a rule is written once. What needs a
@@ -23,39 +24,84 @@ TORCH_CUDNN_DTYPES = ("float16", "float32", "float64", "bfloat16")
 
 #: the reasons that only say the layer is not on a GPU: on a machine without one, the warning is about a GPU
 LACKS_GPU = {"no_gpu", "not_on_gpu"}
-#: what to change, by `Reason.code`
-FIXES = {
-    "use_cudnn": "use use_cudnn='auto' (the default)",
-    "recurrent_dropout": "set recurrent_dropout=0 and move the dropout to a Dropout layer between recurrent layers "
-                         "(or use dropout=, which cuDNN supports)",
-    "activation": "use activation='tanh' (the default)",
-    "recurrent_activation": "use recurrent_activation='sigmoid' (the default)",
-    "unroll": "use unroll=False (the default)",
-    "use_bias": "use use_bias=True (the default)",
-    "reset_after": "use reset_after=True (the default)",
-    "mask_not_right_padded": "pad sequences at the end, not at the start: keras.utils.pad_sequences(..., "
-                             "padding='post')",
-    "mask_fully_masked": "leave empty sequences out of the batch",
-    "mask_torch_backend": "on Keras's torch backend, drop the mask (bucket sequences by length instead) or use "
-                          "the tensorflow backend",
-    "layer_type": "use the fused layer of the same cell (keras.layers.LSTM for LSTMCell, keras.layers.GRU for "
-                  "GRUCell) with the cell's settings",
-    "cudnn_disabled": "set torch.backends.cudnn.enabled = True",
-    "dtype": "cast the module and its input to float32 (or float16)",
-    "empty_input": "skip empty batches",
-    "no_gpu": "run on a machine with a CUDA GPU",
-    "not_on_gpu": "move the module and its input to the GPU (.to('cuda'))",
-    "cudnn_unavailable": "install a PyTorch build with cuDNN",
-}
-#: `Reason.code` -> the kernel of claim 1 that measured the same trigger (`cudnn_fallback.TRIGGERS`)
-TRIGGERS = {
-    "use_cudnn": "keras.generic",
-    "recurrent_dropout": "keras.recurrent_dropout",
-    "activation": "keras.relu",
-    "unroll": "keras.unroll",
-    "use_bias": "keras.no_bias",
-    "cudnn_disabled": "torch.native",
-}
+
+
+@dataclass(frozen=True)
+class Trigger:
+    """One thing that keeps a recurrent layer off the fused kernel: the one home of everything said about it.
+
+    `code` is the `Reason.code` the explainers give it (None for a way of writing the model that no explainer
+    names, which claim 1 still times). `argument` and `value` are the layer setting that causes it, as claim 1's
+    kernel `kernel` sets it to measure the cost (`kernels.KERNELS` reads them); `words` say what causes it where no
+    single argument does. `published` quotes figures others published for this trigger, each with its source
+    (tests check each against `sources/`).
+    """
+
+    code: str | None
+    fix: str = ""
+    argument: str = ""
+    value: object = None
+    words: str = ""
+    kernel: str | None = None
+    published: str = ""
+
+    @property
+    def setting(self) -> str:
+        """The setting in the words claim 1's pages and the cost line use: "recurrent_dropout=0.2"."""
+        return f"{self.argument}={self.value!r}" if self.argument else self.words
+
+    @property
+    def option(self) -> dict[str, object]:
+        """The layer argument as a keyword: what claim 1's Keras kernel passes to keras.layers.LSTM."""
+        return {self.argument: self.value} if self.argument else {}
+
+
+#: what others published for Keras's generic kernel against cuDNN, whatever sent the layer there (old Keras's LSTM
+#: was always generic, CuDNNLSTM the fused kernel)
+GENERIC_PUBLISHED = ("15x, the Q&A (seed 001: one epoch 1012 s with keras.layers.LSTM, 69 s with CuDNNLSTM, RTX "
+                     "2070); 7.8x, keras-team/keras issue 8135 (GTX 1080Ti, batch 300); 6.87x, Max Woolf's IMDb "
+                     "BiLSTM logs (K80, July and November 2017)")
+
+#: Every trigger, one row each; a new trigger is one row. The rows with a `kernel` are claim 1's comparisons, in
+#: the order claim 1's pages list them.
+TRIGGER_TABLE: tuple[Trigger, ...] = (
+    Trigger("activation", "use activation='tanh' (the default)", "activation", "relu", kernel="keras.relu"),
+    Trigger("recurrent_dropout", "set recurrent_dropout=0 and move the dropout to a Dropout layer between recurrent "
+                                 "layers (or use dropout=, which cuDNN supports)",
+            "recurrent_dropout", 0.2, kernel="keras.recurrent_dropout",
+            published='"generally two to five times slower on GPU", Chollet (Deep Learning with Python, 2nd ed., '
+                      'quoted in seed 000); ~25x for recurrent_dropout=0.1, tensorflow/tensorflow issue 38236 '
+                      '(RTX 2080)'),
+    Trigger("unroll", "use unroll=False (the default)", "unroll", True, kernel="keras.unroll"),
+    Trigger("use_bias", "use use_bias=True (the default)", "use_bias", False, kernel="keras.no_bias"),
+    Trigger("use_cudnn", "use use_cudnn='auto' (the default)", "use_cudnn", False, kernel="keras.generic",
+            published=GENERIC_PUBLISHED),
+    Trigger("cudnn_disabled", "set torch.backends.cudnn.enabled = True",
+            words="vendor kernel disabled (cuDNN on GPU, oneDNN on CPU)", kernel="torch.native"),
+    Trigger(None, words="a Python loop over nn.LSTMCell", kernel="torch.cell_loop"),
+    Trigger(None, words="LeakyReLU(0.05) cell activation, Python loop", kernel="torch.custom_activation"),
+    Trigger(None, words="LeakyReLU(0.05) cell under torch.compile", kernel="torch.compiled"),
+    Trigger("recurrent_activation", "use recurrent_activation='sigmoid' (the default)",
+            words="a recurrent_activation other than sigmoid"),
+    Trigger("reset_after", "use reset_after=True (the default)", "reset_after", False),
+    Trigger("mask_not_right_padded", "pad sequences at the end, not at the start: keras.utils.pad_sequences(..., "
+                                     "padding='post')", words="a mask that is not right-padded"),
+    Trigger("mask_fully_masked", "leave empty sequences out of the batch", words="a fully masked sequence"),
+    Trigger("mask_torch_backend", "on Keras's torch backend, drop the mask (bucket sequences by length instead) or "
+                                  "use the tensorflow backend", words="a mask on Keras's torch backend"),
+    Trigger("layer_type", "use the fused layer of the same cell (keras.layers.LSTM for LSTMCell, keras.layers.GRU "
+                          "for GRUCell) with the cell's settings", words="an RNN layer around an LSTM or GRU cell",
+            published=GENERIC_PUBLISHED),
+    Trigger("dtype", "cast the module and its input to float32 (or float16)", words="a dtype cuDNN does not take"),
+    Trigger("empty_input", "skip empty batches", words="an empty input"),
+    Trigger("no_gpu", "run on a machine with a CUDA GPU", words="no GPU"),
+    Trigger("not_on_gpu", "move the module and its input to the GPU (.to('cuda'))", words="a module on the CPU"),
+    Trigger("cudnn_unavailable", "install a PyTorch build with cuDNN", words="a PyTorch build without cuDNN"),
+)
+#: the row of each reason code
+BY_CODE: dict[str, Trigger] = {row.code: row for row in TRIGGER_TABLE if row.code}
+#: the row of each claim-1 kernel that times a trigger
+BY_KERNEL: dict[str, Trigger] = {row.kernel: row for row in TRIGGER_TABLE if row.kernel}
 
 
 @dataclass(frozen=True)

@@ -3,7 +3,7 @@ TensorFlow, Keras or pynvml (the rendering house).
 
 The explainer needs the real layers and modules, so the measuring house asks it (`write`, which `lstmstudy explain
 --tables` runs; the questions are in `lstmstudy.kernels.criteria_tables`) and stores each table as
-`results/explained/<table>.json` of the checkout: its rows and what computed them. Reading one needs pandas only.
+`results/explained/<table>.json` of the study's root: its rows and what computed them. Reading one needs pandas only.
 The answers depend on the code and the libraries, not on the hardware, so they stay with the code: the pages read
 them there whatever result set they render (`$LSTMSTUDY_RESULTS` moves the measurements, not these), and
 tests/test_explained.py fails, naming the command, when the stored answers are no longer what the explainer says.
@@ -22,10 +22,9 @@ import pandas as pd
 import lstmstudy
 from lstmstudy.errors import ResultsCorrupt, StudyError
 from lstmstudy.hardware import git_state
+from lstmstudy.paths import study_root
 from lstmstudy.results import atomic_write
 
-#: where the tables are kept: the checkout's results/, beside the code whose answers they are
-CHECKOUT_RESULTS = Path(__file__).resolve().parent.parent / "results"
 #: each table's columns, in the order its page shows them
 COLUMNS: dict[str, tuple[str, ...]] = {
     "triggers": ("configuration", "kernel", "fused", "why not the fused kernel"),
@@ -43,8 +42,9 @@ class Explained(NamedTuple):
 
 
 def path(table: str, root: Path | None = None) -> Path:
-    """Where a table is stored: `<root>/explained/<table>.json`, the checkout's results/ by default."""
-    return Path(root or CHECKOUT_RESULTS) / "explained" / f"{table}.json"
+    """Where a table is stored: `<root>/explained/<table>.json`; by default `root` is results/ of the study's root
+    (`paths.study_root`), beside the code whose answers they are, whatever `$LSTMSTUDY_RESULTS` says."""
+    return Path(root or study_root() / "results") / "explained" / f"{table}.json"
 
 
 def load(table: str, root: Path | None = None) -> Explained:

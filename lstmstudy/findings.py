@@ -13,7 +13,8 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
 from lstmstudy import observe
-from lstmstudy.cudnn_rules import FIXES, LACKS_GPU, TRIGGERS, Explanation, Reason
+from lstmstudy.cudnn_rules import (BY_CODE, GENERIC_PUBLISHED, LACKS_GPU, TRIGGER_TABLE, Explanation, Reason,
+                                   Trigger)
 
 # --- the cost, from claim 1's measurements ------------------------------------------------------------
 
@@ -40,8 +41,8 @@ class Cost:
     def __str__(self) -> str:
         if self.ratio is None:
             return self.missing
-        return (f"{self.ratio:.2f}x slower than cuDNN (95% interval {self.ratio_lo:.2f}-{self.ratio_hi:.2f}), measured here "
-                f"for the nearest setting claim 1 timed: {self.setting} on {self.hardware_id} ({self.framework}, "
+        return (f"{self.ratio:.2f}x slower than cuDNN (95% interval {self.ratio_lo:.2f}-{self.ratio_hi:.2f}), measured "
+                f"here for the nearest setting claim 1 timed: {self.setting} on {self.hardware_id} ({self.framework}, "
                 f"fp32, batch {self.batch}, hidden {self.hidden}, {self.phase})")
 
 
@@ -55,27 +56,25 @@ def measured_cost(codes: Iterable[str], *, layer_type: str = "LSTM", batch: int 
     first, then the same phase ('train' or 'inference'; None prefers 'train'), then the nearest batch and
     hidden size on a log scale (a size not known is not compared). The cost names what it was measured on.
     Claim 1 measures LSTMs only, on every hardware set under `root` (default: the study's `results/`);
-    GPU sets are those named `cuda-*`. Without a measurement, the cost quotes the figures claim 1's seeds
-    published for a fallback.
+    GPU sets are those named `cuda-*`. Without a measurement, the cost quotes the figures published for the trigger
+    (`published`).
     """
-    from lstmstudy.claims import cudnn_fallback
-
-    ordered = sorted(codes, key=lambda code: code != "unroll")  # an unrolled layer runs the unrolled loop
-    trigger = next((TRIGGERS[code] for code in ordered if code in TRIGGERS), None)
-    published = f"published figures for a fallback like this: {cudnn_fallback.SEED_FIGURE}"
+    # an unrolled layer runs the unrolled loop, whatever else it breaks
+    ordered = [BY_CODE[code] for code in sorted(codes, key=lambda code: code != "unroll") if code in BY_CODE]
+    row = next((trigger for trigger in ordered if trigger.kernel), None)
     if layer_type != "LSTM":
         return Cost(None, missing=f"no measurement: claim 1 measures LSTM layers only, not {layer_type}")
-    if trigger is None:
-        measured = ", ".join(cudnn_fallback.TRIGGERS[k][1] for k in TRIGGERS.values())
-        return Cost(None, missing=f"no measurement: claim 1 has not timed this trigger (it times {measured}); "
-                                  f"{published}")
-    setting = cudnn_fallback.TRIGGERS[trigger][1]
+    if row is None:
+        timed = ", ".join(trigger.setting for trigger in TRIGGER_TABLE if trigger.code and trigger.kernel)
+        return Cost(None, missing=f"no measurement: claim 1 has not timed this trigger (it times {timed}); "
+                                  f"{published(ordered[0] if ordered else None)}")
+    trigger, setting = row.kernel, row.setting
     rows, measured = _gpu_rows(root, trigger)
     if not measured:
         where = "claim 1 has no cuda-* result set" if rows is None else "none of claim 1's cuda-* result sets has it"
         return Cost(trigger, setting, missing=f"no measurement yet on a GPU for the nearest setting claim 1 times, "
                                               f"{setting} ({where}; `lstmstudy measure --claims 01 --device cuda` "
-                                              f"on a GPU adds one); {published}")
+                                              f"on a GPU adds one); {published(row)}")
 
     def distance(row) -> tuple:
         sizes = sum(abs(math.log2(mine / int(theirs))) for mine, theirs in ((batch, row.batch), (hidden, row.hidden))
@@ -84,17 +83,26 @@ def measured_cost(codes: Iterable[str], *, layer_type: str = "LSTM", batch: int 
         return other_framework, row.phase != (phase or "train"), sizes, row.hardware_id, int(row.batch), int(row.hidden)
 
     from lstmstudy import stats
+    from lstmstudy.claims import cudnn_fallback
 
-    for row in sorted(measured, key=distance):  # the nearest first; its slowdown needs its fused baseline's row
+    for near in sorted(measured, key=distance):  # the nearest first; its slowdown needs its fused baseline's row
         keys = [key for key in stats.SHAPE_KEYS if key in rows.columns]
-        same = (rows[keys] == rows.loc[row.Index, keys]).all(axis=1)
+        same = (rows[keys] == rows.loc[near.Index, keys]).all(axis=1)
         table = cudnn_fallback.slowdowns(rows[same], [trigger])
         if not table.empty:
             best = table.iloc[0]
             return Cost(trigger, setting, best.hardware_id, int(best.batch), int(best.hidden), best.phase,
-                        float(best.ratio), float(best.ratio_lo), float(best.ratio_hi), framework=_ran_on(row))
+                        float(best.ratio), float(best.ratio_lo), float(best.ratio_hi), framework=_ran_on(near))
     return Cost(trigger, setting, missing=f"no measurement yet on a GPU for the nearest setting claim 1 times, "
-                                          f"{setting} (no stored row has its fused baseline); {published}")
+                                          f"{setting} (no stored row has its fused baseline); {published(row)}")
+
+
+def published(row: Trigger | None) -> str:
+    """What others published for a trigger (`Trigger.published`), or, where nobody timed that trigger alone, for
+    Keras's generic kernel against cuDNN: the figures a user can weigh while no measurement is stored."""
+    if row is not None and row.published:
+        return f"published figures for this trigger: {row.published}"
+    return f"no published figure for this trigger; published for the generic kernel against cuDNN: {GENERIC_PUBLISHED}"
 
 
 def _ran_on(row) -> str:
@@ -106,8 +114,9 @@ _GPU_ROWS: dict[tuple, object] = {}
 
 
 def _gpu_rows(root: Path | None, trigger: str):
-    """Claim 1's stored rows on the GPU sets under `root` (None where there is no such set) and the `ok` fp32 rows of
-    `trigger` among them. pandas is imported only here, and only the nearest row is bootstrapped."""
+    """Claim 1's stored rows of `trigger` and its fused baseline on the GPU sets under `root` (None where there is no
+    such set) and the `ok` fp32 rows of `trigger` among them. pandas is imported only here, only these two kernels'
+    rows are read, and only the nearest row is bootstrapped."""
     from lstmstudy import results
     from lstmstudy.claims import cudnn_fallback
 
@@ -115,10 +124,10 @@ def _gpu_rows(root: Path | None, trigger: str):
     state = tuple((path.name, path.stat().st_mtime_ns) for path in sorted(folder.glob("cuda-*.csv")))
     if not state:
         return None, []
-    if (folder, state) not in _GPU_ROWS:  # read once per state of the files, however many layers ask
-        stored = results.load(cudnn_fallback.NAME, root)
-        _GPU_ROWS[(folder, state)] = stored[stored.hardware_id.str.startswith("cuda-")]
-    gpu = _GPU_ROWS[(folder, state)]
+    if (folder, state, trigger) not in _GPU_ROWS:  # read once per state of the files, however many layers ask
+        kernels = {trigger, cudnn_fallback.TRIGGERS[trigger][0]}
+        _GPU_ROWS[(folder, state, trigger)] = results.load(cudnn_fallback.NAME, root, sets="cuda-*", kernels=kernels)
+    gpu = _GPU_ROWS[(folder, state, trigger)]
     mine = gpu[(gpu.kernel == trigger) & (gpu.precision == "fp32") & (gpu.status == "ok")]
     return gpu, list(mine.itertuples())
 
@@ -146,7 +155,8 @@ class Finding:
     fixes: tuple[str, ...] = field(init=False)
 
     def __post_init__(self) -> None:
-        fixes = dict.fromkeys(FIXES[r.code] for r in self.reasons if r.code in FIXES)  # in order, once each
+        fixes = dict.fromkeys(BY_CODE[r.code].fix for r in self.reasons  # in order, once each
+                              if r.code in BY_CODE and BY_CODE[r.code].fix)
         object.__setattr__(self, "fixes", tuple(fixes))
 
     @property

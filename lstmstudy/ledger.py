@@ -19,9 +19,7 @@ from lstmstudy import published, published_rules, results
 from lstmstudy.claims import Claim, registry
 from lstmstudy.rules import CPU_ANALOGUE, GPU, PUBLISHED, PUBLISHED_PREFIX, Outcome, one_burst_sets
 from lstmstudy.stats import NOISY_WORDS
-from lstmstudy.toc import TOC, claim_pages
-
-ROOT = Path(__file__).resolve().parent.parent
+from lstmstudy.toc import claim_pages
 
 COLUMNS = ["claim", "statement", "source", "citations", "seed figure", "hardware", "evidence", "our figure",
            "verdict", "timing", "rule", "page", "brief", "ours", "low", "high", "parts"]
@@ -37,7 +35,8 @@ _NO_VERDICT = (Outcome.NOT_MEASURED.value, Outcome.NOT_ASSESSED.value)
 
 # --- the table --------------------------------------------------------------------------------------
 
-def table(root: Path | None = None, *, claims: Sequence[Claim] | None = None, toc: Path = TOC) -> pd.DataFrame:
+def table(root: Path | None = None, *, claims: Sequence[Claim] | None = None,
+          toc: Path | None = None) -> pd.DataFrame:
     """One row per claim and stored hardware set: the seed's figure, ours, the verdict and the page.
 
     Verdicts come from each claim's `judge(results.load(name, root))`, each with its own statement, seed

@@ -22,7 +22,7 @@ import io
 import json
 import os
 import uuid
-from collections.abc import Iterable, Iterator, Mapping
+from collections.abc import Collection, Iterable, Iterator, Mapping
 from contextlib import contextmanager, suppress
 from pathlib import Path
 
@@ -331,8 +331,10 @@ def stored_keys(claim: str, hardware_id: str, root: Path | None = None,
     return done, {row_key(row) for row in rows if row["status"] == "error"} - done_by_any
 
 
-def load(claim: str, root: Path | None = None, *, latest: bool = True) -> pd.DataFrame:
-    """One DataFrame over every hardware set stored for `claim`.
+def load(claim: str, root: Path | None = None, *, latest: bool = True, sets: str = "*",
+         kernels: Collection[str] | None = None) -> pd.DataFrame:
+    """One DataFrame over every hardware set stored for `claim` (or those whose id matches the glob `sets`, and only
+    the rows of `kernels` where given: a row is joined with its own configuration's rows only, so it is the same).
 
     With `latest`, a configuration measured more than once on the same hardware (a `--rerun`) keeps
     only its newest row; the older rows stay in the file. A configuration timed by several worker processes
@@ -341,7 +343,8 @@ def load(claim: str, root: Path | None = None, *, latest: bool = True) -> pd.Dat
     timed (empty for one process), `host` the host tag of the fingerprint that produced the row ('' where unknown).
     """
     folder = Path(root or default_root()) / claim
-    rows = [row for path in sorted(folder.glob("*.csv")) for row in read_rows(path)]
+    rows = [row for path in sorted(folder.glob(f"{sets}.csv")) for row in read_rows(path)
+            if kernels is None or row["kernel"] in kernels]
     frame = pd.DataFrame(rows, columns=list(COLUMNS))
     if frame.empty:
         return frame.assign(samples=pd.Series(dtype=object), process_rounds=pd.Series(dtype=object))

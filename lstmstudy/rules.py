@@ -247,7 +247,9 @@ def low_precision_words(fewest: int) -> str:
 def interval_label(fewest: float | None) -> str:
     """What an interval is called beside its figure: a 95% interval, or, on a low-precision row (`low_precision`, NaN or
     None where it is not one), the spread of its few timings, which is no 95% interval."""
-    return "95% interval" if fewest is None or fewest != fewest else f"low precision, the spread of {int(fewest)} timings"
+    if fewest is None or fewest != fewest:
+        return "95% interval"
+    return f"low precision, the spread of {int(fewest)} timings"
 
 
 #: how a page names the outcome of one part of a rule

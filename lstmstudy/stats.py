@@ -135,20 +135,26 @@ def ratio_replicates(numerator: Sequence[np.ndarray], denominator: Sequence[np.n
     and each side is resampled on its own. `processes`: each side's rounds per process (`bootstrap_median`).
     """
     rng = np.random.default_rng(seed)
+    ratio = point_ratio(numerator, denominator, paired=paired)
     if paired:
         if len(numerator) != len(denominator) or list(processes[0]) != list(processes[1]):
             raise ValueError(f"paired rows need the same rounds, got {len(numerator)} and {len(denominator)}")
-        per_round = [np.median(a) / np.median(b) for a, b in zip(numerator, denominator)]
         picks = _draws(processes[0], len(numerator), n_boot, rng)
         boot = np.nanmedian(_resampled_round_medians(numerator, picks, rng)
                             / _resampled_round_medians(denominator, picks, rng), axis=1)
-        ratio = float(np.median(per_round))
         boot = _few_processes(boot, ratio, processes[0])
     else:
         boot = (_center_replicates(numerator, processes[0], n_boot, rng)
                 / _center_replicates(denominator, processes[1], n_boot, rng))
-        ratio = center(numerator) / center(denominator)
     return ratio, _rerun(ratio, boot, rng)
+
+
+def point_ratio(numerator: Sequence[np.ndarray], denominator: Sequence[np.ndarray], *, paired: bool = False) -> float:
+    """The ratio `ratio_replicates` reports, without its replicates: paired, the median of the per-round ratios;
+    unpaired, the ratio of the two times."""
+    if paired:
+        return float(np.median([np.median(a) / np.median(b) for a, b in zip(numerator, denominator)]))
+    return center(numerator) / center(denominator)
 
 
 def bootstrap_ratio(numerator: Sequence[np.ndarray], denominator: Sequence[np.ndarray], *, paired: bool = False,
@@ -224,6 +230,12 @@ def row_ratio(numerator, denominator, **options) -> tuple[float, float, float]:
     return bootstrap_ratio(row_rounds(numerator), row_rounds(denominator),
                            paired=interleaved(numerator, denominator),
                            processes=(row_processes(numerator), row_processes(denominator)), **options)
+
+
+def row_point_ratio(numerator, denominator) -> float:
+    """`point_ratio` of two loaded rows, paired when they were interleaved: a ratio's figure where no interval is
+    wanted, from the estimator every interval of it uses."""
+    return point_ratio(row_rounds(numerator), row_rounds(denominator), paired=interleaved(numerator, denominator))
 
 
 def row_replicates(numerator, denominator, **options) -> tuple[float, np.ndarray]:

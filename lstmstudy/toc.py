@@ -9,8 +9,8 @@ from pathlib import Path
 
 import yaml
 
-ROOT = Path(__file__).resolve().parent.parent
-TOC = ROOT / "_toc.yml"
+from lstmstudy.paths import study_root
+
 #: the claim notebooks in notebooks/ (`01_cudnn_fallback.ipynb`): each renders into book/claims/
 CLAIM_NOTEBOOKS = "[0-9][0-9]_*.ipynb"
 #: the landing page's table of claims in book/: `lstmstudy reproduce` writes it (`ledger.claims_table`),
@@ -18,9 +18,17 @@ CLAIM_NOTEBOOKS = "[0-9][0-9]_*.ipynb"
 CLAIMS_TABLE = "claims_table.md"
 
 
-def toc_files(toc: Path = TOC) -> list[str]:
-    """Every page of the book's table of contents, in reading order, as docnames (`book/intro`); a `glob` entry
-    stands for the pages it matches beside the table of contents, in name order, as the book build takes them."""
+def toc_file() -> Path:
+    """The book's table of contents: `_toc.yml` of the study's root (`paths.study_root`)."""
+    return study_root() / "_toc.yml"
+
+
+def toc_files(toc: Path | None = None) -> list[str]:
+    """Every page of the book's table of contents (`toc`, else `toc_file()`), in reading order, as docnames
+    (`book/intro`); a `glob` entry stands for the pages it matches beside the table of contents, in name order, as
+    the book build takes them."""
+    toc = Path(toc or toc_file())
+
     def walk(node: object) -> Iterator[str]:
         if isinstance(node, dict):
             for key in ("root", "file"):
@@ -33,16 +41,16 @@ def toc_files(toc: Path = TOC) -> list[str]:
                 for child in node.get(key) or []:
                     yield from walk(child)
 
-    return [re.sub(r"\.(ipynb|md)$", "", name) for name in walk(yaml.safe_load(Path(toc).read_text()))]
+    return [re.sub(r"\.(ipynb|md)$", "", name) for name in walk(yaml.safe_load(toc.read_text()))]
 
 
-def claim_pages(toc: Path = TOC) -> dict[str, str]:
+def claim_pages(toc: Path | None = None) -> dict[str, str]:
     """Claim number -> the docname of its page in the table of contents (`book/claims/01_cudnn_fallback`)."""
     return {Path(name).name[:2]: name for name in toc_files(toc)
             if name.startswith("book/claims/") and re.match(r"\d\d_", Path(name).name)}
 
 
-def missing_pages(root: Path = ROOT) -> list[str]:
+def missing_pages(root: Path) -> list[str]:
     """What `lstmstudy reproduce` writes that the book needs and does not exist yet: the pages of the table of
     contents, the page of each claim notebook (which the table of contents takes whole) and the landing page's
     table of claims."""

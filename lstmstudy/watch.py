@@ -27,6 +27,7 @@ the config cannot tell.
 
 from __future__ import annotations
 
+import inspect
 import re
 import sys
 import warnings
@@ -69,8 +70,11 @@ class Watch:
     Each layer that does not get the fused kernel gets one `FallbackWarning` per `Watch`, and its `Finding`
     is kept in `findings`. A layer is unwatched after its first forward, so later steps cost nothing extra.
     Keras traces a `fit`'s step once per model: a model already trained in this process is not traced
-    again, and its layers are then not seen. A layer whose forward never reaches its own loop is not
-    reported either: a `Bidirectional` LSTM that Keras's torch or jax backend runs as one fused cuDNN call.
+    again, and its layers are then not seen. On TensorFlow, a model that makes a mask is first called eagerly on
+    the first batch of its `fit`, `evaluate` or `predict`, so that the mask's values are seen
+    (`_watch_traced_calls`); `WatchCallback`, which gets no data, sees them only where the step runs eagerly.
+    A layer whose forward never reaches its own loop is not reported either: a `Bidirectional` LSTM that
+    Keras's torch or jax backend runs as one fused cuDNN call.
     A torch layer's first forward runs under the PyTorch profiler, so it cannot be watched inside a
     profiler session of your own.
     """
@@ -93,6 +97,9 @@ class Watch:
                     self._undo[id(layer)] = self._watch_keras(keras, path, layer)
                 else:
                     self._undo[id(layer)] = self._watch_torch(path, layer)
+            if (keras is not None and isinstance(model, keras.Model) and keras.backend.backend() == "tensorflow"
+                    and _masks_made(keras, model) and id(model) not in self._undo):
+                self._undo[id(model)] = self._watch_traced_calls(keras, model)
 
     def stop(self) -> None:
         for undo in list(self._undo.values()):
@@ -145,6 +152,43 @@ class Watch:
 
         vars(layer)["inner_loop"] = watched_inner_loop  # around both Keras's and torch's attribute tracking
         return lambda: vars(layer).pop("inner_loop", None)
+
+    def _watch_traced_calls(self, keras, model) -> Callable[[], None]:
+        """Run the first batch of `fit`, `evaluate` and `predict` eagerly once, before Keras traces the step.
+
+        On TensorFlow these trace the model into a tf.function, where a mask's values are symbolic: a layer that a
+        left-padded mask keeps off cuDNN would be explained without its mask. So while a layer of a model that makes
+        a mask is still watched, the model is first called eagerly on the batch the step takes first (inference,
+        once), where the watched layers see the mask's values, report and are unwatched: the step Keras then traces
+        and caches runs as without the watch. Left alone: a model with a stateful layer (the call would advance its
+        state), `run_eagerly` (the layers see the values anyway) and data that cannot be read without using it up
+        (a generator).
+        """
+        methods = {name: getattr(model, name) for name in ("fit", "evaluate", "predict")}
+
+        def watched(name: str):
+            method = methods[name]
+            signature = inspect.signature(method)
+
+            def call(*args, **kwargs):
+                pending = [layer for _, layer in recurrent_layers(model) if id(layer) in self._undo]
+                if pending and not model.run_eagerly and not any(getattr(layer, "stateful", False)
+                                                                   for layer in pending):
+                    given = signature.bind_partial(*args, **kwargs).arguments
+                    batch = _first_batch(keras, given.get("x"), given.get("batch_size"))
+                    if batch is not None:
+                        model(batch, training=False)
+                return method(*args, **kwargs)
+
+            return call
+
+        def undo() -> None:
+            for name in methods:
+                vars(model).pop(name, None)
+
+        for name in methods:
+            vars(model)[name] = watched(name)  # in the instance dict, around Keras's attribute tracking
+        return undo
 
     def _keras_finding(self, keras, path: str, layer, ran: str | None, mask, batch, training) -> Finding | None:
         backend = keras.backend.backend()
@@ -209,6 +253,22 @@ def _first_caller_outside_libraries() -> int:
                                          or "__autograph_generated" in frame.f_code.co_filename):
         frame, level = frame.f_back, level + 1
     return level
+
+
+def _first_batch(keras, x, batch_size: int | None):
+    """The inputs of the first batch `fit`, `evaluate` or `predict` takes from `x`: arrays (nested or not), a
+    tf.data.Dataset or a PyDataset; None for data that cannot be read without using it up (a generator)."""
+    if x is None or inspect.isgenerator(x):
+        return None
+    if isinstance(x, keras.utils.PyDataset):
+        return keras.utils.unpack_x_y_sample_weight(x[0])[0]
+    tf = sys.modules["tensorflow"]
+    if isinstance(x, tf.data.Dataset):
+        return keras.utils.unpack_x_y_sample_weight(next(iter(x)))[0]
+    try:
+        return keras.tree.map_structure(lambda array: array[:batch_size or 32], x)
+    except TypeError:  # something else that only Keras's own adapters read
+        return None
 
 
 def _concrete(keras, mask) -> np.ndarray | None:

@@ -129,7 +129,9 @@ measure() {
     fi
     # the deadline stops it between groups and interrupts a group still running (a call's first group gets the
     # whole deadline, and at least 120 s, from its own start); the backstop stops it before the call's limit
-    plan=(--plan lease)
+    # the lease plan is a GPU plan (lstmstudy refuses it elsewhere): a CPU rehearsal measures the default grids
+    plan=()
+    case "$DEVICE" in cuda*) plan=(--plan lease) ;; esac
     case " $* " in *" --claims "* | *" --claims="*) plan=() ;; esac  # claims named here replace the plan
     timeout --kill-after=5 "$left" \
         "$PY" -m lstmstudy.cli measure --device "$DEVICE" "${plan[@]}" --deadline "$seconds" "$@"

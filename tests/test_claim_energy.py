@@ -138,7 +138,8 @@ def test_energy_above_idle_pairs_each_window_with_the_idle_window_of_its_round(t
     # total: 48-52 J per window over 1,000 sequences; above idle: exactly 30 J in every window, since each
     # window is charged the idle power of its own round (the drift cancels)
     # a second run's windows spread as these do: its re-run interval holds their whole range, and not much more
-    assert row.j_per_1k_seq == pytest.approx(50.0) and 46 < row.j_per_1k_seq_lo <= 48.0 and 52.0 <= row.j_per_1k_seq_hi < 54
+    assert row.j_per_1k_seq == pytest.approx(50.0)
+    assert 46 < row.j_per_1k_seq_lo <= 48.0 and 52.0 <= row.j_per_1k_seq_hi < 54
     assert (row.above_idle_j_per_1k_seq, row.above_idle_j_per_1k_seq_lo,
             row.above_idle_j_per_1k_seq_hi) == pytest.approx((30.0, 30.0, 30.0))
     assert row.seq_per_j == pytest.approx(20.0) and row.above_idle_seq_per_j == pytest.approx(1000 / 30)

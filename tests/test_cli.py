@@ -16,7 +16,7 @@ def run(*args: str) -> subprocess.CompletedProcess:
     return subprocess.run([sys.executable, "-m", "lstmstudy.cli", *args], capture_output=True, text=True, timeout=300)
 
 
-@pytest.mark.parametrize("command", [[], ["env"], ["reproduce"], ["book"], ["explain"]])
+@pytest.mark.parametrize("command", [[], ["env"], ["reproduce"], ["book"], ["explain"], ["pack"], ["unpack"]])
 def test_help(command):
     out = run(*command, "--help")
     assert out.returncode == 0 and "usage: lstmstudy" in out.stdout
@@ -336,7 +336,7 @@ def test_explain_sees_a_mask_reach_a_layer_of_a_saved_model(tmp_path, capfd):
     import keras
 
     words = keras.Input((6,), dtype="int32")
-    masked = keras.layers.LSTM(4, name="masked")(keras.layers.Embedding(50, 8, mask_zero=True)(words))
+    masked = keras.layers.LSTM(4, name="masked")(keras.layers.Embedding(50, 8, mask_zero=True, name="embedding")(words))
     numbers = keras.Input((6, 3))
     plain = keras.layers.LSTM(4, name="plain")(numbers)
     path = tmp_path / "masks.keras"
@@ -369,3 +369,11 @@ def test_ctrl_c_exits_130_in_one_line(monkeypatch, capsys):
     monkeypatch.setattr(cli, "cmd_env", interrupted)  # `parser()` binds each command's function when main runs
     assert cli.main(["env"]) == 130
     assert capsys.readouterr().err == "lstmstudy: interrupted; run the same command again to resume\n"
+
+
+def test_book_without_jupyter_book_names_its_extra(monkeypatch, capsys):
+    monkeypatch.setattr(cli.shutil, "which", lambda name, path=None: None)
+    monkeypatch.setattr(cli, "missing_pages", lambda root: [])
+    assert cli.main(["book"]) == 2
+    assert capsys.readouterr().err == ("lstmstudy: error: this needs jupyter-book, which is not installed here: "
+                                       "pip install 'lstmstudy[book]'\n")

@@ -329,3 +329,22 @@ def test_the_gpu_node_script_stops_where_keras_is_missing(tmp_path):
     done, out = _gpu_node(tmp_path, "measure", "120", PYTHONPATH=str(blocker))
     assert done.returncode == 1 and "keras 3.14.0 is older than 3.15.1" in done.stderr
     assert not (tmp_path / "checkout" / "results").exists()
+
+
+def test_a_lease_call_measures_in_one_process_and_any_other_call_as_asked(monkeypatch, capsys):
+    """Worker processes (`sweep.run`) each prepare every point again: a 15-minute lease cannot pay for them, so
+    `--plan lease` measures in `LEASE_PROCESSES`; elsewhere the claims' plan decides unless --processes says."""
+    from lstmstudy import claims, hardware
+
+    asked: list = []
+    monkeypatch.setattr(claims.Claim, "run", lambda self, device, **options: asked.append(options["processes"]) or [])
+    monkeypatch.setattr(hardware, "resolve_device",
+                        lambda device="auto": torch.device(str(device).replace("auto", "cpu")))
+    monkeypatch.setenv("LSTMSTUDY_HOST", "lease-node")
+    assert _measure_on("cuda", "--plan", "lease") == 0 and set(asked) == {claims.LEASE_PROCESSES} == {1}
+    asked.clear()
+    assert _measure_on("cpu", "--claims", "01") == 0 and asked == [None]  # the claim's plan: timing.WORKER_PROCESSES
+    asked.clear()
+    assert _measure_on("cpu", "--claims", "01", "--processes", "2") == 0 and asked == [2]
+    assert cli.main(["measure", "--device", "cpu", "--processes", "0"]) == 2
+    assert "--processes must be at least 1, got 0" in capsys.readouterr().err

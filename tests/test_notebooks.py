@@ -70,6 +70,22 @@ def test_sources_are_stripped(stem):
     assert any("claim.CLAIM.run(" in c.source for c in nb.cells if c.cell_type == "code"), "measure via the contract"
 
 
+@pytest.mark.parametrize("stem", sorted(NOTEBOOKS))
+def test_the_first_cell_installs_the_package_only_where_it_is_missing(stem):
+    """A page opened in a hosted notebook (its launch button) installs lstmstudy with extras the package declares;
+    where lstmstudy is installed, as where the study renders it, the cell does nothing."""
+    import nbformat
+    from importlib import metadata
+
+    first = next(c for c in nbformat.read(NOTEBOOKS[stem], as_version=4).cells if c.cell_type == "code")
+    pattern = r'try:\n    import lstmstudy\nexcept ImportError:\n    %pip install .*"lstmstudy\[([a-z,]+)\]"$'
+    install = re.search(pattern, first.source)
+    assert install, f"{stem}: the first code cell installs lstmstudy where it cannot be imported"
+    declared = {extra for line in metadata.requires("lstmstudy") or []
+                for extra in re.findall(r'extra == "(\w+)"', line)}
+    assert set(install.group(1).split(",")) <= declared
+
+
 @pytest.mark.slow
 @pytest.mark.parametrize("stem", sorted(NOTEBOOKS))
 def test_the_page_renders_what_measure_stored(stem, quick_measurement, tmp_path):

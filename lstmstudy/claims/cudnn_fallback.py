@@ -22,6 +22,7 @@ import pandas as pd
 
 from lstmstudy import contract
 from lstmstudy.claims import Claim, Lease
+from lstmstudy.cudnn_rules import BY_KERNEL
 from lstmstudy.parameters import check_bool, check_choices, check_positive_ints
 from lstmstudy.rules import Bands, Outcome, Verdict
 from lstmstudy.shapes import LSTMShape
@@ -66,18 +67,12 @@ def near_seed(low: float, high: float) -> str:
     return "above Chollet's 2-5x, below the Q&A's 15x" if high <= QA_FIGURE else "above the Q&A's 15x"
 
 
-#: fallback kernel -> (the fused kernel it is compared with, what breaks the criteria)
-TRIGGERS: dict[str, tuple[str, str]] = {
-    "keras.relu": ("keras.cudnn_auto", "activation='relu'"),
-    "keras.recurrent_dropout": ("keras.cudnn_auto", "recurrent_dropout=0.2"),
-    "keras.unroll": ("keras.cudnn_auto", "unroll=True"),
-    "keras.no_bias": ("keras.cudnn_auto", "use_bias=False"),
-    "keras.generic": ("keras.cudnn_auto", "use_cudnn=False"),
-    "torch.native": ("torch.fused", "vendor kernel disabled (cuDNN on GPU, oneDNN on CPU)"),
-    "torch.cell_loop": ("torch.fused", "a Python loop over nn.LSTMCell"),
-    "torch.custom_activation": ("torch.fused", "LeakyReLU(0.05) cell activation, Python loop"),
-    "torch.compiled": ("torch.fused", "LeakyReLU(0.05) cell under torch.compile"),
-}
+#: the fused kernel each framework's triggers are compared with
+BASELINES = {"keras": "keras.cudnn_auto", "torch": "torch.fused"}
+#: fallback kernel -> (the fused kernel it is compared with, what breaks the criteria): a view of
+#: `cudnn_rules.TRIGGER_TABLE`, where a trigger is added
+TRIGGERS: dict[str, tuple[str, str]] = {kernel: (BASELINES[kernel.split(".", 1)[0]], row.setting)
+                                        for kernel, row in BY_KERNEL.items()}
 #: compiled once per configuration (tens of seconds each on a small CPU): measured at the grid's first
 #: batch and hidden size only, and left out of quick runs
 COMPILED = {"torch.compiled"}
@@ -137,8 +132,8 @@ def _geomean_text(part: pd.DataFrame) -> tuple[float, float, float, str]:
     figure = geomean(part.ratio)
     low, high = geomean_interval(list(part.replicates))
     noise_low, noise_high = fixed_geomean_interval(list(part.replicates))
-    return figure, low, high, (f"{figure:.2f}x (95% interval over configurations {low:.2f}-{high:.2f}; measurement noise "
-                               f"alone {noise_low:.2f}-{noise_high:.2f}; geometric mean of {len(part)} "
+    return figure, low, high, (f"{figure:.2f}x (95% interval over configurations {low:.2f}-{high:.2f}; measurement "
+                               f"noise alone {noise_low:.2f}-{noise_high:.2f}; geometric mean of {len(part)} "
                                f"configurations: {', '.join(sorted(part.kernel.unique()))} over the fused kernel)")
 
 

@@ -41,7 +41,7 @@ from lstmstudy.observe import what_ran
 from lstmstudy.parameters import check_bool, check_choices, check_positive_ints
 from lstmstudy.rules import PART_WORDS, Bands, Outcome, Verdict, combine, crossover_possible, holds_from, settle
 from lstmstudy.shapes import LSTMShape
-from lstmstudy.stats import fixed_geomean_interval, geomean, geomean_interval, row_replicates
+from lstmstudy.stats import fixed_geomean_interval, geomean, geomean_interval, row_point_ratio, row_replicates
 
 if TYPE_CHECKING:  # measuring imports torch; the analysis below runs without it
     from lstmstudy.sweep import SweepReport
@@ -244,10 +244,10 @@ def paired(results: pd.DataFrame, first: tuple[str, str], second: tuple[str, str
            replicates: bool = False) -> pd.DataFrame:
     """Median times of two (kernel, precision) at the same configuration, per hardware set.
 
-    `precision` may be AMP, resolved per hardware set. Columns: hardware_id, the shape, t_first, t_second;
-    with `replicates`, also second/first and its bootstrap replicates from one estimator (`stats.row_replicates`:
-    over rounds and samples, paired where the two were timed in the same rounds, the median of the per-round
-    ratios; the ratio of the two medians otherwise).
+    `precision` may be AMP, resolved per hardware set. Columns: hardware_id, the shape, t_first, t_second, and
+    `ratio`, second/first from the one estimator every interval of it uses (`stats.row_point_ratio`: paired where
+    the two were timed in the same rounds, the median of the per-round ratios; the ratio of the two times
+    otherwise); with `replicates`, also its bootstrap replicates (`stats.row_replicates`).
     """
     ok = timed(results)
     parts = []
@@ -264,8 +264,10 @@ def paired(results: pd.DataFrame, first: tuple[str, str], second: tuple[str, str
             row = {"hardware_id": hw, **dict(zip(SHAPE_COLUMNS, shape)), "t_first": a.median_s, "t_second": b.median_s}
             if replicates:
                 row["ratio"], row["replicates"] = row_replicates(b, a)
+            else:
+                row["ratio"] = row_point_ratio(b, a)
             parts.append(row)
-    columns = ["hardware_id", *SHAPE_COLUMNS, "t_first", "t_second", *(["ratio", "replicates"] if replicates else [])]
+    columns = ["hardware_id", *SHAPE_COLUMNS, "t_first", "t_second", "ratio", *(["replicates"] if replicates else [])]
     return pd.DataFrame(parts, columns=columns)
 
 
@@ -300,7 +302,8 @@ def pairs() -> list[Pair]:
 def table2(results: pd.DataFrame) -> pd.DataFrame:
     """Table 2 in the paper's form, long: one row per pair and hardware set, the seed's MPE beside ours.
 
-    `second/first` is the geometric mean of the per-configuration time ratios (above 1: the second is slower).
+    `second/first` is the geometric mean of the per-configuration time ratios (above 1: the second is slower), each
+    from the estimator the verdicts use (`paired`).
     """
     rows = []
     kinds = _kinds(results)
@@ -313,7 +316,7 @@ def table2(results: pd.DataFrame) -> pd.DataFrame:
             rows.append({"pair": pair.name, "hardware_id": hw, "first (ours)": ours[0], "second (ours)": ours[1],
                          "paper MPE": pair.seed_mpe,
                          "our MPE": mpe(mine.t_first, mine.t_second) if len(mine) else float("nan"),
-                         "second/first (geomean)": geomean(mine.t_second / mine.t_first) if len(mine) else float("nan"),
+                         "second/first (geomean)": geomean(mine.ratio) if len(mine) else float("nan"),
                          "configurations": len(mine), "amp": amp, "note": pair.note})
     return pd.DataFrame(rows, columns=["pair", "hardware_id", "first (ours)", "second (ours)", "paper MPE", "our MPE",
                                        "second/first (geomean)", "configurations", "amp", "note"])
@@ -507,7 +510,6 @@ def ratio_pivot(results: pd.DataFrame, hardware_id: str, kernel: str = "torch.fu
     table = table[table.hardware_id == hardware_id]
     if table.empty:
         return pd.DataFrame()
-    table = table.assign(ratio=table.t_second / table.t_first)
     return table.pivot_table(index=["hidden", "timesteps"], columns="batch", values="ratio")
 
 

@@ -2,7 +2,8 @@
 
 In the spirit of pytorch's `benchmarks/fastrnns/runner.py`, everything timed is one row of one table, `KERNELS`.
 A row (`KernelSpec`) names the `Recipe` that builds it, `"<module>.<attribute>"` in this package, and the
-options it passes: the Keras rows differ only in their `keras.layers.LSTM` arguments, which the table shows.
+options it passes: the Keras rows differ only in their `keras.layers.LSTM` arguments, which the table shows (a
+trigger's argument is read from `cudnn_rules.TRIGGER_TABLE`, the triggers' one home).
 What a recipe returns, a `Built` kernel ready to time and to check, is described in `lstmstudy.kernels.built`.
 
 The recipes are imported only when a row is built or asked where it can run: this module imports without torch,
@@ -21,6 +22,7 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
 from lstmstudy.contract import PHASES, PRECISIONS, PointResult, Prepared
+from lstmstudy.cudnn_rules import BY_KERNEL
 from lstmstudy.errors import Skip, UnknownKernel
 from lstmstudy.hardware import resolve_device
 from lstmstudy.kernels.built import Built, LSTMWeights, Recipe
@@ -82,20 +84,22 @@ KERNELS: tuple[KernelSpec, ...] = (
     KernelSpec("keras.cudnn_auto", recipe="keras_kernels.stacked", fused_on=("cuda",),
                description="keras.layers.LSTM with its defaults (use_cudnn='auto'): cuDNN where the backend sees a "
                            "GPU, else generic"),
-    KernelSpec("keras.generic", recipe="keras_kernels.stacked", options={"use_cudnn": False},
+    KernelSpec("keras.generic", recipe="keras_kernels.stacked", options=BY_KERNEL["keras.generic"].option,
                description="use_cudnn=False: Keras's generic kernel (implementation 2: one fused matmul per step) "
                            "even on a GPU"),
-    KernelSpec("keras.relu", recipe="keras_kernels.stacked", options={"activation": "relu"}, standard=False,
+    KernelSpec("keras.relu", recipe="keras_kernels.stacked", options=BY_KERNEL["keras.relu"].option, standard=False,
                description="activation='relu': not the standard LSTM, and not cuDNN-eligible, so Keras silently "
                            "runs the generic kernel"),
-    KernelSpec("keras.recurrent_dropout", recipe="keras_kernels.stacked", options={"recurrent_dropout": 0.2, "seed": 0},
+    KernelSpec("keras.recurrent_dropout", recipe="keras_kernels.stacked",
+               options={**BY_KERNEL["keras.recurrent_dropout"].option, "seed": 0},
                description="recurrent_dropout=0.2: blocks cuDNN even in inference, where it computes the standard "
                            "LSTM; its train step draws a fresh dropout mask on h(t-1) per gate and call, so its "
                            "gradients are not the reference's"),
-    KernelSpec("keras.unroll", recipe="keras_kernels.stacked", options={"unroll": True},
+    KernelSpec("keras.unroll", recipe="keras_kernels.stacked", options=BY_KERNEL["keras.unroll"].option,
                description="unroll=True: the time loop unrolled into the graph (no while loop), which cuDNN cannot "
                            "run"),
-    KernelSpec("keras.no_bias", recipe="keras_kernels.stacked", options={"use_bias": False}, standard=False,
+    KernelSpec("keras.no_bias", recipe="keras_kernels.stacked", options=BY_KERNEL["keras.no_bias"].option,
+               standard=False,
                description="use_bias=False: blocks cuDNN; computes the LSTM without biases, so it matches the "
                            "reference only when the biases are zero (it ignores LSTMWeights' biases and has no bias "
                            "gradients)"),
