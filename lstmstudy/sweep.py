@@ -371,11 +371,12 @@ def run(claim: str, points: Iterable[Point], prepare: Prepare | GroupProtocol, p
     workers = 1 if isinstance(prepare, GroupProtocol) else plan.processes if processes is None else processes
     deadline = deadline or Deadline()
     options = dict(device=device, root=root, rerun=rerun, retry_errors=retry_errors, slow=slow, progress=progress)
-    report = run_process(claim, points, prepare, plan.each(), process=0, deadline=deadline, **options)
+    share = replace(plan, processes=workers).each()  # one process (a lease's call) times every round itself
+    report = run_process(claim, points, prepare, share, process=0, deadline=deadline, **options)
     for process in range(1, workers):
         if report.left:
             break  # the deadline came: the next call resumes worker 0's points first
-        more, done = _in_worker(dict(claim=claim, points=points, prepare=prepare, plan=plan.each(), process=process,
+        more, done = _in_worker(dict(claim=claim, points=points, prepare=prepare, plan=share, process=process,
                                      deadline=deadline, **options))
         deadline.started, deadline.longest_s = done.started, done.longest_s
         report.processes += 1

@@ -533,3 +533,16 @@ def test_a_rerun_leaves_out_the_rows_other_workers_stored_before_it(results_root
     assert results.load("demo").process_rounds[0] == []  # the new worker 0 row alone
     missing = results.stored_keys("demo", HW, process=1)[0]
     assert grid(1)[0].key() in missing  # worker 1's old row still counts as done for it: resumed, not joined
+
+
+def test_one_process_asked_for_times_all_the_plans_rounds(results_root):
+    """A lease's call measures in one process (`--plan lease`): it must time all the plan's rounds, not one worker's
+    share of them."""
+    from lstmstudy import kernels
+
+    plan = timing.Rounds(rounds=4, warmup=0, burst_s=0.0, burst_min_samples=1, burst_max_samples=1,
+                         extra_rounds=0, processes=2)
+    sweep.run("demo", [contract.Point("torch.fused", SHAPE)], kernels.prepare, plan, device="cpu", progress=False,
+              processes=1)
+    (row,) = results.load("demo").itertuples()
+    assert len(row.round_sizes) == 4 and row.process_rounds == []
