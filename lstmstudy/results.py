@@ -322,13 +322,25 @@ DONE_STATUSES = ("ok", "skipped")
 def stored_keys(claim: str, hardware_id: str, root: Path | None = None,
                 process: int = 0) -> tuple[set[tuple[str, ...]], set[tuple[str, ...]]]:
     """The configurations of a hardware set that are done for worker `process` (stored `ok` by it, or `skipped`
-    by any: a resumed sweep skips them) and those whose every stored row is an `error` (measured again only
-    when asked to), from one read."""
+    by any: a resumed sweep skips them) and those it stored as an `error` (measured again only when asked to),
+    from one read. A worker other than 0 counts only its rows stored after worker 0's newest row of the
+    configuration (`load` joins only those: a `--rerun` starts again), and leaves alone a configuration whose
+    newest row of worker 0 is an error."""
     rows = read_rows(set_path(claim, hardware_id, root))
-    done_by_any = {row_key(row) for row in rows if row["status"] in DONE_STATUSES}
-    done = {row_key(row) for row in rows if row["status"] == "skipped"
-            or (row["status"] == "ok" and int(row.get("process") or 0) == process)}
-    return done, {row_key(row) for row in rows if row["status"] == "error"} - done_by_any
+    newest_first = {row_key(row): index for index, row in enumerate(rows) if _process(row) == 0}
+    current = [_process(row) == process and (process == 0 or index > newest_first.get(row_key(row), -1))
+               for index, row in enumerate(rows)]
+    done = {row_key(row) for row, mine in zip(rows, current)
+            if row["status"] == "skipped" or (row["status"] == "ok" and mine)}
+    failed = {row_key(row) for row, mine in zip(rows, current) if row["status"] == "error" and mine}
+    if process:
+        failed |= {key for key, index in newest_first.items() if rows[index]["status"] == "error"}
+    return done, failed - done
+
+
+def _process(row: Mapping[str, str]) -> int:
+    """Which worker process stored a row (`sweep.run`; empty in a set stored before workers: 0)."""
+    return int(row.get("process") or 0)
 
 
 def load(claim: str, root: Path | None = None, *, latest: bool = True, sets: str = "*",

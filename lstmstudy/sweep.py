@@ -373,13 +373,18 @@ def run(claim: str, points: Iterable[Point], prepare: Prepare | GroupProtocol, p
     options = dict(device=device, root=root, rerun=rerun, retry_errors=retry_errors, slow=slow, progress=progress)
     share = replace(plan, processes=workers).each()  # one process (a lease's call) times every round itself
     report = run_process(claim, points, prepare, share, process=0, deadline=deadline, **options)
+    if workers > 1 and torch.cuda.is_initialized():
+        gc.collect()
+        torch.cuda.empty_cache()  # what this process holds of the GPU is not the workers' to lose
     for process in range(1, workers):
         if report.left:
             break  # the deadline came: the next call resumes worker 0's points first
         more, done = _in_worker(dict(claim=claim, points=points, prepare=prepare, plan=share, process=process,
                                      deadline=deadline, **options))
         deadline.started, deadline.longest_s = done.started, done.longest_s
-        report.processes += 1
+        report.processes += bool(more.measured or more.errors or more.skipped)
+        report.measured = max(report.measured, more.measured)  # points, not rows: each worker times them all
+        report.already_stored = min(report.already_stored, more.already_stored)
         report.errors += more.errors
         report.left = more.left
     return report
@@ -401,10 +406,20 @@ def _in_worker(job: dict) -> tuple[SweepReport, Deadline]:
         except (AttributeError, OSError, ValueError):  # a notebook's stream: the worker's bars go to fd 2
             bars = 2
         sys.stderr.flush()
-        done = subprocess.run([sys.executable, "-c", WORKER, str(task), str(answer), str(bars)],
-                              pass_fds=(bars,) if bars != 2 else (), check=False)
+        worker = subprocess.Popen([sys.executable, "-c", WORKER, str(task), str(answer), str(bars)],
+                                  pass_fds=(bars,) if bars != 2 else ())
+        try:
+            with terminal.sigterm_as_exit():
+                worker.wait()
+        except BaseException:  # Ctrl-C, a SIGTERM to this process alone: the worker must not measure on, orphaned
+            worker.terminate()  # its group's rows are taken back (`results.running`) as this process's would be
+            try:
+                worker.wait(timeout=UNWIND_S)
+            except subprocess.TimeoutExpired:
+                worker.kill()
+            raise
         if not answer.exists():
-            raise WorkerFailed(f"{job['claim']}: worker process {job['process']} ended with status {done.returncode} "
+            raise WorkerFailed(f"{job['claim']}: worker process {job['process']} ended with status {worker.returncode} "
                                f"before answering; every finished row is stored: run the command again to resume")
         got = pickle.loads(answer.read_bytes())
     if isinstance(got, BaseException):

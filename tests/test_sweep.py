@@ -531,8 +531,18 @@ def test_a_rerun_leaves_out_the_rows_other_workers_stored_before_it(results_root
     assert results.load("demo").process_rounds[0] == [1, 1]
     sweep.run("demo", grid(1), lambda p, d: fake_outcome(), device="cpu", progress=False, rerun=True)
     assert results.load("demo").process_rounds[0] == []  # the new worker 0 row alone
-    missing = results.stored_keys("demo", HW, process=1)[0]
-    assert grid(1)[0].key() in missing  # worker 1's old row still counts as done for it: resumed, not joined
+    done, failed = results.stored_keys("demo", HW, process=1)
+    assert grid(1)[0].key() not in done | failed  # worker 1 measures its share again: its old row is not joined
+
+
+def test_a_workers_error_is_measured_again_only_when_asked_and_worker_0s_error_stops_the_others(results_root):
+    point, device, fp = grid(1)[0], torch.device("cpu"), fingerprint("cpu")
+    results.append("demo", HW, [sweep.make_row("demo", point, device, fp, outcome=fake_outcome()),
+                                sweep.make_row("demo", point, device, fp, status="error", error="CutOff", process=1)])
+    assert results.stored_keys("demo", HW, process=1) == (set(), {point.key()})
+    assert results.stored_keys("demo", HW, process=2) == (set(), set())  # worker 2 has not tried it yet
+    results.append("demo", HW, [sweep.make_row("demo", point, device, fp, status="error", error="broken")])
+    assert results.stored_keys("demo", HW, process=2) == (set(), {point.key()})  # worker 0 failed: none goes on
 
 
 def test_one_process_asked_for_times_all_the_plans_rounds(results_root):
@@ -546,3 +556,47 @@ def test_one_process_asked_for_times_all_the_plans_rounds(results_root):
               processes=1)
     (row,) = results.load("demo").itertuples()
     assert len(row.round_sizes) == 4 and row.process_rounds == []
+
+
+WORKER_HANGS = '''
+import os, time
+from lstmstudy import contract, timing
+
+def prepare(point, device):
+    """In the parent, a finished point; in its worker, one that never ends."""
+    if os.getpid() == int(os.environ["SWEEP_PID"]):
+        m = timing.Measurement(samples=(0.001, 0.002), warmup=0, threads=1, sync="none", round_sizes=(1, 1), seed=1)
+        return contract.PointResult(measurement=m)
+    open(os.environ["WORKER_PID"], "w").write(str(os.getpid()))
+    time.sleep(600)
+'''
+RUN_TWO_WORKERS = '''
+import os
+os.environ["SWEEP_PID"] = str(os.getpid())
+from lstmstudy import contract, sweep, timing
+from lstmstudy.shapes import LSTMShape
+import worker_hangs
+plan = timing.Rounds(rounds=2, warmup=0, burst_s=0.0, burst_min_samples=1, extra_rounds=0, processes=2)
+sweep.run("demo", [contract.Point("torch.fake", LSTMShape(batch=1, timesteps=2, features=2, hidden=4))],
+          worker_hangs.prepare, plan, device="cpu", progress=False)
+'''
+
+
+def test_a_sigterm_to_the_sweep_alone_ends_its_worker_too(tmp_path):
+    """`kill PID` (a container stopped, a scheduler's time limit) reaches the measuring process only: its worker
+    must not measure on, orphaned, beside the next call."""
+    (tmp_path / "worker_hangs.py").write_text(WORKER_HANGS)
+    marker = tmp_path / "worker.pid"
+    env = {**os.environ, "PYTHONPATH": str(tmp_path), "LSTMSTUDY_RESULTS": str(tmp_path / "results"),
+           "WORKER_PID": str(marker)}
+    parent = subprocess.Popen([sys.executable, "-c", RUN_TWO_WORKERS], cwd=tmp_path, env=env)
+    deadline = time.monotonic() + 240
+    while not marker.exists() and parent.poll() is None and time.monotonic() < deadline:
+        time.sleep(0.2)
+    assert marker.exists(), "the worker never started"
+    time.sleep(0.5)
+    worker = int(marker.read_text())
+    parent.send_signal(signal.SIGTERM)
+    assert parent.wait(timeout=120) != 0
+    with pytest.raises(ProcessLookupError):
+        os.kill(worker, 0)  # gone (reaped by the parent before it exited)

@@ -183,8 +183,11 @@ def measure(points: list[contract.Point], *, device: str, min_time: float, quick
     timing = dict(min_time=0.02, max_time=0.2, min_samples=3) if quick else dict(min_time=min_time, max_time=1.0,
                                                                                  min_samples=3)
     plan = energy_windows.window_rounds(min(windows, QUICK_WINDOWS) if quick else windows)
+    # one process, whatever --processes says: a row's energy detail is per window, and joining the rounds of
+    # several processes (`results.load`) would join their windows' times but not their joules
+    options = {**sweep_options, "processes": 1}
     return [sweep.run(NAME, points, partial(energy_windows.prepare_point, timing=timing), plan, device=device,
-                      **sweep_options)]
+                      **options)]
 
 
 # --- the arithmetic ---------------------------------------------------------------------------------
