@@ -262,12 +262,12 @@ kernels (the "kernel" field of --json):
 
 
 def explain_targets(paths: list[Path]) -> list[Path]:
-    """The files to explain: each file as given (read or refused by `explain_saved_model`), each folder's saved
-    models (`MODEL_SUFFIXES`) at any depth, in name order."""
+    """The files to explain: each file as given (read or refused by `saved_config.explain_model`), each folder's
+    saved models (`MODEL_SUFFIXES`) at any depth, in name order."""
     out = []
     for path in paths:
         found = sorted(p for p in path.rglob("*") if p.suffix in MODEL_SUFFIXES) if path.is_dir() else [path]
-        out += found or [path]  # a folder without models is named as such by explain_saved_model
+        out += found or [path]  # a folder without models is named as such by saved_config.explain_model
     return out
 
 
@@ -358,6 +358,10 @@ def parser() -> argparse.ArgumentParser:
     rooted.add_argument("--root", type=Path,
                         help=f"the study's folder: notebooks/, book/, results/, _toc.yml (default: ${ROOT_VARIABLE}, "
                              f"else the checkout the package runs from, else the current folder)")
+    # the commands that read or write result sets
+    stored = argparse.ArgumentParser(add_help=False)
+    stored.add_argument("--results", "--results-dir", dest="results_dir", type=Path, metavar="DIR",
+                        help="results root (default: $LSTMSTUDY_RESULTS or results/)")
 
     env = sub.add_parser("env", help="print this machine's hardware fingerprint and result-set id")
     env.add_argument("--device", default="auto", help="auto, cpu, cuda or cuda:N (default: auto)")
@@ -367,7 +371,7 @@ def parser() -> argparse.ArgumentParser:
                           "shows what would spoil some rows, and exits 1 only if cuDNN (oneDNN) is unusable")
     env.set_defaults(func=cmd_env)
 
-    mea = sub.add_parser("measure", parents=[rooted],
+    mea = sub.add_parser("measure", parents=[rooted, stored],
                          help="measure claims' default grids for a device into results/ (no notebooks)")
     mea.add_argument("--claims", nargs="+", metavar="CLAIM",
                      help="claims by number, name or stem, 'kernels' for the kernel benchmark, measured in the "
@@ -387,25 +391,21 @@ def parser() -> argparse.ArgumentParser:
     mea.add_argument("--rerun", action="store_true",
                      help="measure every point again, stored or not (the pages read the newest rows): for a set "
                           "stored at another speed")
-    mea.add_argument("--results", "--results-dir", dest="results_dir", type=Path, metavar="DIR",
-                     help="results root (default: $LSTMSTUDY_RESULTS or results/)")
     mea.add_argument("--no-progress", action="store_true", help="hide the progress bars")
     mea.set_defaults(func=cmd_measure)
 
-    pack = sub.add_parser("pack", help="pack one hardware set's rows and fingerprint into one file to send, with a "
-                                       "manifest (what `lstmstudy unpack` checks)")
+    pack = sub.add_parser("pack", parents=[stored],
+                          help="pack one hardware set's rows and fingerprint into one file to send, with a manifest "
+                               "(what `lstmstudy unpack` checks)")
     pack.add_argument("hardware_id", metavar="HARDWARE_ID", help="the set's id, as `lstmstudy env` prints it")
-    pack.add_argument("--results", dest="results_dir", type=Path, metavar="DIR",
-                      help="results root (default: $LSTMSTUDY_RESULTS or results/)")
     pack.add_argument("-o", "--output", type=Path, metavar="FILE",
                       help="the file to write (default: HARDWARE_ID.lstmstudy.tar.gz here)")
     pack.set_defaults(func=cmd_pack)
 
-    unpack = sub.add_parser("unpack", help="check a packed set and store it under results/, for `lstmstudy reproduce "
-                                           "--no-measure` to render")
+    unpack = sub.add_parser("unpack", parents=[stored],
+                            help="check a packed set and store it under results/, for `lstmstudy reproduce "
+                                 "--no-measure` to render")
     unpack.add_argument("file", type=Path, metavar="FILE", help="a file `lstmstudy pack` wrote")
-    unpack.add_argument("--results", dest="results_dir", type=Path, metavar="DIR",
-                        help="results root (default: $LSTMSTUDY_RESULTS or results/)")
     unpack.add_argument("--replace", action="store_true",
                         help="overwrite a different set stored under the same id (its rows are lost)")
     unpack.set_defaults(func=cmd_unpack)

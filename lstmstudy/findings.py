@@ -61,20 +61,23 @@ def measured_cost(codes: Iterable[str], *, layer_type: str = "LSTM", batch: int 
     """
     # an unrolled layer runs the unrolled loop, whatever else it breaks
     ordered = [BY_CODE[code] for code in sorted(codes, key=lambda code: code != "unroll") if code in BY_CODE]
-    row = next((trigger for trigger in ordered if trigger.kernel), None)
+    timed = next((row for row in ordered if row.kernel), None)
     if layer_type != "LSTM":
         return Cost(None, missing=f"no measurement: claim 1 measures LSTM layers only, not {layer_type}")
-    if row is None:
-        timed = ", ".join(trigger.setting for trigger in TRIGGER_TABLE if trigger.code and trigger.kernel)
-        return Cost(None, missing=f"no measurement: claim 1 has not timed this trigger (it times {timed}); "
+    if timed is None:
+        settings = ", ".join(row.setting for row in TRIGGER_TABLE if row.code and row.kernel)
+        return Cost(None, missing=f"no measurement: claim 1 has not timed this trigger (it times {settings}); "
                                   f"{published(ordered[0] if ordered else None)}")
-    trigger, setting = row.kernel, row.setting
+    trigger, setting = timed.kernel, timed.setting
+
+    def not_yet(why: str) -> Cost:
+        return Cost(trigger, setting, missing=f"no measurement yet on a GPU for the nearest setting claim 1 times, "
+                                              f"{setting} ({why}); {published(timed)}")
+
     rows, measured = _gpu_rows(root, trigger)
     if not measured:
         where = "claim 1 has no cuda-* result set" if rows is None else "none of claim 1's cuda-* result sets has it"
-        return Cost(trigger, setting, missing=f"no measurement yet on a GPU for the nearest setting claim 1 times, "
-                                              f"{setting} ({where}; `lstmstudy measure --claims 01 --device cuda` "
-                                              f"on a GPU adds one); {published(row)}")
+        return not_yet(f"{where}; `lstmstudy measure --claims 01 --device cuda` on a GPU adds one")
 
     def distance(row) -> tuple:
         sizes = sum(abs(math.log2(mine / int(theirs))) for mine, theirs in ((batch, row.batch), (hidden, row.hidden))
@@ -93,8 +96,7 @@ def measured_cost(codes: Iterable[str], *, layer_type: str = "LSTM", batch: int 
             best = table.iloc[0]
             return Cost(trigger, setting, best.hardware_id, int(best.batch), int(best.hidden), best.phase,
                         float(best.ratio), float(best.ratio_lo), float(best.ratio_hi), framework=_ran_on(near))
-    return Cost(trigger, setting, missing=f"no measurement yet on a GPU for the nearest setting claim 1 times, "
-                                          f"{setting} (no stored row has its fused baseline); {published(row)}")
+    return not_yet("no stored row has its fused baseline")
 
 
 def published(row: Trigger | None) -> str:

@@ -327,14 +327,18 @@ def stored_keys(claim: str, hardware_id: str, root: Path | None = None,
     configuration (`load` joins only those: a `--rerun` starts again), and leaves alone a configuration whose
     newest row of worker 0 is an error."""
     rows = read_rows(set_path(claim, hardware_id, root))
-    newest_first = {row_key(row): index for index, row in enumerate(rows) if _process(row) == 0}
-    current = [_process(row) == process and (process == 0 or index > newest_first.get(row_key(row), -1))
-               for index, row in enumerate(rows)]
+    newest_first: dict[tuple[str, ...], Mapping[str, str]] = {}  # by `created_at`, as `_join_processes` orders
+    for row in rows:
+        if _process(row) == 0 and row["created_at"] >= newest_first.get(row_key(row), {}).get("created_at", ""):
+            newest_first[row_key(row)] = row
+    current = [_process(row) == process
+               and (process == 0 or row["created_at"] > newest_first.get(row_key(row), {}).get("created_at", ""))
+               for row in rows]
     done = {row_key(row) for row, mine in zip(rows, current)
             if row["status"] == "skipped" or (row["status"] == "ok" and mine)}
     failed = {row_key(row) for row, mine in zip(rows, current) if row["status"] == "error" and mine}
     if process:
-        failed |= {key for key, index in newest_first.items() if rows[index]["status"] == "error"}
+        failed |= {key for key, row in newest_first.items() if row["status"] == "error"}
     return done, failed - done
 
 
