@@ -6,9 +6,12 @@ boxes) that import fails, so when TensorFlow cannot be imported and `KERAS_BACKE
 runs Keras on its torch backend and says so once. Every Keras result row records the backend
 (`backend_for`), so a later TensorFlow run on the same machine is a different configuration.
 
-Both frameworks run fp32 as TF32 on Ampere and later GPUs unless told otherwise: `import_keras` turns it
-off for TensorFlow, `ieee_fp32` for torch. This module imports neither at its own import (`import lstmstudy`
-stays light), only where a function needs one.
+Keras on its jax backend (`KERAS_BACKEND=jax`) is the study's compiled-graph counterpart where TensorFlow is
+missing: its generic LSTM is a loop XLA compiles, and on a GPU its cuDNN path goes through `jax.experimental.rnn`.
+
+Every framework runs fp32 as TF32 on Ampere and later GPUs unless told otherwise: `import_keras` turns it
+off for TensorFlow and for jax, `ieee_fp32` for torch. This module imports none of them at its own import
+(`import lstmstudy` stays light), only where a function needs one.
 """
 
 from __future__ import annotations
@@ -62,6 +65,8 @@ def study_process() -> None:
     missing (`choose_keras_backend`). Call it before anything imports TensorFlow or Keras."""
     os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
     os.environ.setdefault("KINETO_LOG_LEVEL", "5")
+    # jax otherwise takes 75% of a GPU's memory at its first use, leaving torch kernels in the same process little
+    os.environ.setdefault("XLA_PYTHON_CLIENT_PREALLOCATE", "false")
     choose_keras_backend()
 
 
@@ -80,7 +85,8 @@ def import_keras():
 
     On TensorFlow, let GPU memory grow so torch kernels in the same process keep theirs, and pin fp32 to
     IEEE fp32: TensorFlow runs fp32 matmuls and cuDNN RNNs as TF32 by default on Ampere and later GPUs,
-    while every torch step runs under `ieee_fp32`.
+    while every torch step runs under `ieee_fp32`. On jax, the same: its default matmul precision runs fp32 as
+    TF32 on those GPUs, so it is pinned to 'highest' (and `study_process` keeps jax from preallocating GPU memory).
     """
     from lstmstudy.terminal import quiet_native_stderr
 
@@ -96,6 +102,10 @@ def import_keras():
                     tf.config.experimental.set_memory_growth(gpu, True)
                 except RuntimeError:  # TensorFlow already initialised its GPUs: their setting stands
                     pass
+        elif keras.backend.backend() == "jax":
+            import jax
+
+            jax.config.update("jax_default_matmul_precision", "highest")
     return keras
 
 

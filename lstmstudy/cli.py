@@ -25,7 +25,7 @@ from pathlib import Path
 from lstmstudy import __version__, backends
 from lstmstudy.errors import MissingDependency, StudyError, extra_for, missing_dependency
 from lstmstudy.paths import ROOT_VARIABLE, logs_folder, outside_the_study, study_root
-from lstmstudy.toc import CLAIM_NOTEBOOKS, CLAIMS_TABLE, missing_pages
+from lstmstudy.toc import CLAIM_NOTEBOOKS, CLAIMS_TABLE, GLOSSARY, missing_pages
 
 #: pages rendered after the claims: notebooks/<name>.ipynb -> book/<name>.ipynb; what others published on GPUs,
 #: then the ledger and the conclusions from every stored result set
@@ -200,7 +200,7 @@ def _hide_plumbing(page: Path) -> None:
 
 
 def cmd_reproduce(args: argparse.Namespace) -> int:
-    from lstmstudy import hardware, ledger
+    from lstmstudy import hardware, ledger, rules
     from lstmstudy.backends import chosen_note, importable
 
     if not args.no_measure:
@@ -224,6 +224,8 @@ def cmd_reproduce(args: argparse.Namespace) -> int:
     pages_out.mkdir(parents=True, exist_ok=True)
     (pages_out / CLAIMS_TABLE).write_text(ledger.claims_table())
     print(f"the landing page's table of claims -> {pages_out / CLAIMS_TABLE}")
+    (pages_out / GLOSSARY).write_text(rules.glossary())
+    print(f"the landing page's glossary of outcome words -> {pages_out / GLOSSARY}")
     # the ledger, the conclusions and the guide pages read every stored result set: rendered after any claim
     for name, source in summary_notebooks(folder).items():
         target = pages_out / source.name

@@ -37,13 +37,16 @@ class Cost:
     ratio_hi: float | None = None
     missing: str = ""
     framework: str = ""  # what the measured rows ran on: "keras/tensorflow", "keras/torch", "torch"
+    #: the same in words, with the release the rows recorded: "Keras 3.15 on its torch backend"
+    measured_on: str = ""
 
     def __str__(self) -> str:
         if self.ratio is None:
             return self.missing
+        on = f" with {self.measured_on}" if self.measured_on else ""
         return (f"{self.ratio:.2f}x slower than cuDNN (95% interval {self.ratio_lo:.2f}-{self.ratio_hi:.2f}), measured "
-                f"here for the nearest setting claim 1 timed: {self.setting} on {self.hardware_id} ({self.framework}, "
-                f"fp32, batch {self.batch}, hidden {self.hidden}, {self.phase})")
+                f"here for the nearest setting claim 1 timed: {self.setting} on {self.hardware_id}{on} "
+                f"({self.framework}, fp32, batch {self.batch}, hidden {self.hidden}, {self.phase})")
 
 
 def measured_cost(codes: Iterable[str], *, layer_type: str = "LSTM", batch: int | None = None,
@@ -54,7 +57,8 @@ def measured_cost(codes: Iterable[str], *, layer_type: str = "LSTM", batch: int 
     Only fp32 rows are quoted (a precision is a different kernel). Closest: the same framework and backend
     as the layer (`framework`, as `explain_cudnn` names it: "keras/torch", "torch"; None compares none)
     first, then the same phase ('train' or 'inference'; None prefers 'train'), then the nearest batch and
-    hidden size on a log scale (a size not known is not compared). The cost names what it was measured on.
+    hidden size on a log scale (a size not known is not compared). The cost names what it was measured on, in
+    words too ("Keras 3.15 on its torch backend", from the rows' recorded backend and versions).
     Claim 1 measures LSTMs only, on every hardware set under `root` (default: the study's `results/`);
     GPU sets are those named `cuda-*`. Without a measurement, the cost quotes the figures published for the trigger
     (`published`).
@@ -89,13 +93,14 @@ def measured_cost(codes: Iterable[str], *, layer_type: str = "LSTM", batch: int 
     from lstmstudy.claims import cudnn_fallback
 
     for near in sorted(measured, key=distance):  # the nearest first; its slowdown needs its fused baseline's row
-        keys = [key for key in stats.SHAPE_KEYS if key in rows.columns]
+        keys = [key for key in [*stats.SHAPE_KEYS, "backend"] if key in rows.columns]  # its own backend's ratio
         same = (rows[keys] == rows.loc[near.Index, keys]).all(axis=1)
         table = cudnn_fallback.slowdowns(rows[same], [trigger])
         if not table.empty:
             best = table.iloc[0]
             return Cost(trigger, setting, best.hardware_id, int(best.batch), int(best.hidden), best.phase,
-                        float(best.ratio), float(best.ratio_lo), float(best.ratio_hi), framework=_ran_on(near))
+                        float(best.ratio), float(best.ratio_lo), float(best.ratio_hi), framework=_ran_on(near),
+                        measured_on=cudnn_fallback.row_words(near))
     return not_yet("no stored row has its fused baseline")
 
 

@@ -355,7 +355,7 @@ def speed_ratio(a: float, b: float) -> float:
 
 
 INTERESTING_FLAGS = ("avx2", "avx512f", "avx512_bf16", "avx512_fp16", "amx_bf16", "amx_tile", "avx512_vnni")
-LIBRARIES = ("torch", "tensorflow", "keras", "numpy", "nvidia-ml-py")
+LIBRARIES = ("torch", "tensorflow", "keras", "jax", "numpy", "nvidia-ml-py")
 
 
 def fingerprint(device: torch.device | str = "cpu") -> Fingerprint:

@@ -15,7 +15,7 @@ from pathlib import Path
 
 import pandas as pd
 
-from lstmstudy import published, published_rules, results
+from lstmstudy import published, published_rules, results, rule_history
 from lstmstudy.claims import Claim, registry
 from lstmstudy.rules import CPU_ANALOGUE, GPU, PUBLISHED, PUBLISHED_PREFIX, Outcome, one_burst_sets
 from lstmstudy.stats import NOISY_WORDS
@@ -131,11 +131,17 @@ def short_set(hardware: str) -> str:
 
 
 def _set_cell(rows: pd.DataFrame, *, bold: bool) -> str:
-    """One landing cell, as HTML: each measured set's verdict and figure, the rest counted in words."""
+    """One landing cell, as HTML: each measured set's verdict and figure, the rest counted in words; in the GPU
+    column (`bold`) a set the claim could not be measured on is named, with why (its figure's words up to the first
+    colon: 'not measured at the paper's sizes'), since a GPU set is rare and what it lacks is news."""
     measured = rows[~rows["verdict"].isin(_NO_VERDICT)]
     parts = [f"<code>{escape(short_set(r.hardware))}</code>: "
              + (f"<strong>{escape(r.verdict)}</strong>" if bold else escape(r.verdict))
              + (f", {escape(r.brief)}" if r.brief else "") for r in measured.itertuples()]
+    if bold:
+        parts += [f"<code>{escape(short_set(r['hardware']))}</code>: {escape(r['our figure'].split(':')[0])}"
+                  for r in rows[rows["verdict"] == Outcome.NOT_MEASURED.value].to_dict("records")]
+        rows = rows[rows["verdict"] != Outcome.NOT_MEASURED.value]
     for outcome, words in ((Outcome.NOT_ASSESSED.value, "no verdict (noise not assessed)"),
                            (Outcome.NOT_MEASURED.value, "not measurable")):
         n = int((rows["verdict"] == outcome).sum())
@@ -219,6 +225,30 @@ def to_markdown(ledger: pd.DataFrame) -> str:
                    else f"**{_md(row['verdict'])}**")
         lines.append(f"| {claim} | {seed} | {hardware} | {verdict} | {_md(ours)} |  |")
     return "\n".join(lines)
+
+
+def earlier_rules(ledger: pd.DataFrame) -> str:
+    """The sets whose verdict changed when their claim's rule did: each one's verdict under the latest earlier version
+    it was judged by (as the ledger printed it then) beside its verdict now, as a Markdown table (`rule_history`;
+    each claim page lists every earlier version and every set)."""
+    lines = ["| claim | hardware set | judged then by | verdict then | verdict now |", "| --- | --- | --- | --- | --- |"]
+    own = ledger[(ledger.evidence != PUBLISHED) & (ledger.hardware != "")]
+    for (number, hardware), rows in own.groupby(["claim", "hardware"], sort=True):
+        now = rows.iloc[0]  # the claim's own statement comes first
+        earlier = rule_history.earlier_verdicts(number, [hardware])
+        last = max(earlier, key=lambda e: e.version) if earlier else None
+        if last is None or _outcome_word(last.verdict) == now["verdict"]:
+            continue
+        lines.append(f"| {_page_ref(number, now['page'])} | `{hardware}` | rule version {last.version + 1} of "
+                     f"{len(rule_history.versions(number))} ({last.date}, {last.commit}) | {_md(last.verdict)}: "
+                     f"{_md(rule_history.headline(last.figure))} | {_md(now['verdict'])}: "
+                     f"{_md(rule_history.headline(now['our figure']))} |")
+    return "\n".join(lines) if len(lines) > 2 else "No stored set's verdict changed with a change of its rule."
+
+
+def _outcome_word(printed: str) -> str:
+    """The outcome in a verdict as the ledger printed it ('CPU analogue: partly (not counted)' -> 'partly')."""
+    return printed.removeprefix(f"{CPU_ANALOGUE}: ").removesuffix(" (not counted)")
 
 
 # --- the conclusions --------------------------------------------------------------------------------

@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pandas as pd
 
-from lstmstudy import hardware, plots, published_rules
+from lstmstudy import hardware, plots, published_rules, rule_history
 from lstmstudy.backends import study_process
 from lstmstudy.claims import DEVICE_KINDS, Claim
 from lstmstudy.errors import ParameterError
@@ -182,14 +182,21 @@ def glance(claim: Claim, results: pd.DataFrame, verdicts: Sequence[Verdict], roo
                          f"configurations, {r.timing}"
                          f"{', measured with uncommitted changes' if 'uncommitted' in r['measured at'] else ''})"
                          for _, r in sets.iterrows()) or "nothing stored yet"
-    if not (sets.evidence == GPU).any():
+    gpu_sets = sets[sets.hardware_id.str.startswith("cuda-")]
+    if gpu_sets.empty:
         measured += ". **No GPU set is stored: the claim itself, about GPUs, is not measured here**"
+    elif not (gpu_sets.evidence == GPU).any():
+        measured += (f". **{len(gpu_sets)} GPU set(s) stored, none of which could time this claim: the claim itself, "
+                     f"about GPUs, is not measured here** (each set's rows say why)")
     lines = [f"- **What the source says:** {claim.seed_figure}.", f"- **The claim tested:** {claim.statement}.",
              f"- **Measured here:** {measured}."]
     if claim.analogue:
         lines.append(f"- **On a CPU** (an analogue, never a reproduction): {claim.analogue}.")
-    lines.append("- **Verdicts** (a CPU analogue is never counted as a reproduction):")
-    lines += [f"  - `{v.hardware_id}`: **{v.outcome.value}**" if v.outcome == Outcome.NOT_MEASURED else
+    lines.append("- **Verdicts** (a CPU analogue is never counted as a reproduction; {ref}`what each word means "
+                 "<outcome-words>`):")
+    lines += [f"  - `{v.hardware_id}`: **{v.outcome.value}** ({v.ours_text.split(':')[0]})"
+              if v.outcome == Outcome.NOT_MEASURED and v.evidence == GPU else
+              f"  - `{v.hardware_id}`: **{v.outcome.value}**" if v.outcome == Outcome.NOT_MEASURED else
               f"  - `{v.hardware_id}` ({v.evidence_label}): **{v.outcome.value}**; {v.interval_name}: {v.interval_text}"
               for v in own] or ["  - none: no result set is stored"]
     return "\n".join(lines)
@@ -207,9 +214,31 @@ def _set_label(hardware_id: str, evidence: str, verdicts: Sequence[Verdict]) -> 
     return evidence
 
 
+def rule_glue(claim: Claim, verdicts: Sequence[Verdict]) -> dict[str, str]:
+    """The rule a page states, the code's own text (`c{number}_rule`), and its history as MyST (`c{number}_rule_history`):
+    every version, and what each stored set read under an earlier one beside what it reads now (`rule_history`)."""
+    own = [v for v in verdicts if v.rule == claim.rule]
+    versions = rule_history.history_table(claim.number)
+    earlier = rule_history.earlier_table(claim.number, own)
+    if len(versions) <= 1:
+        history = "This rule has not changed since the book first stated it."
+    else:
+        history = (f"The rule above is version {len(versions)}; the book stated {len(versions) - 1} earlier "
+                   f"version(s) (`lstmstudy/rule_history.json`):\n\n{_markdown(versions)}\n\n")
+        history += (f"What each stored set read under an earlier version, as the ledger last printed it then, beside "
+                    f"its verdict now:\n\n{_markdown(earlier)}" if not earlier.empty else
+                    "No stored set was judged under an earlier version.")
+    return {f"c{claim.number}_rule": claim.rule, f"c{claim.number}_rule_history": history}
+
+
+def _markdown(table: pd.DataFrame) -> str:
+    """A small table as Markdown, its cells' pipes escaped."""
+    return table.astype(str).replace({r"\|": r"\\|"}, regex=True).to_markdown(index=False)
+
+
 def judge(claim: Claim, results: pd.DataFrame, root: Path | None = None) -> list[Verdict]:
-    """A claim page's verdicts (`Claim.judge`), glued for its prose (`glue_verdicts`) and its opening box
-    (`{prefix}_glance`, from `glance`)."""
+    """A claim page's verdicts (`Claim.judge`), glued for its prose (`glue_verdicts`), its opening box
+    (`{prefix}_glance`, from `glance`) and its rule with the rule's history (`rule_glue`)."""
     from IPython.display import Markdown
     from myst_nb import glue
 
@@ -217,6 +246,8 @@ def judge(claim: Claim, results: pd.DataFrame, root: Path | None = None) -> list
     prefix = f"c{claim.number}"
     glue_verdicts(prefix, [v for v in verdicts if v.rule == claim.rule])
     glue(f"{prefix}_glance", Markdown(glance(claim, results, verdicts, root)), display=False)
+    for key, value in rule_glue(claim, verdicts).items():
+        glue(key, Markdown(value) if key.endswith("_history") else value, display=False)
     return verdicts
 
 

@@ -10,7 +10,7 @@ import matplotlib.pyplot as plt
 import numpy as np
 import pandas as pd
 import seaborn as sns
-from matplotlib.ticker import FixedLocator, FormatStrFormatter, FuncFormatter, NullFormatter
+from matplotlib.ticker import FixedLocator, FormatStrFormatter, FuncFormatter, MaxNLocator, NullFormatter
 
 from lstmstudy.stats import NOISY_WORDS
 
@@ -324,6 +324,49 @@ def energy_vs_time(ratios: pd.DataFrame, precision_order: Sequence[str], *, band
         ax.set_title(f"{hardware_id}\n(log-log; diagonal: energy = time)", fontsize=9)
     grid.set_axis_labels("time per step, fallback / fused (x)", "energy above idle per sequence,\nfallback / fused (x)")
     return grid
+
+
+def s_per_window(frame: pd.DataFrame, *, band: tuple[float, float], part_series: str,
+                 height: float = 2.6) -> list[plt.Figure]:
+    """Claim 6's stability figure: how far S moves between windows. Top: S in each window (x: the window, which is
+    the round; y: S, log scale), a thin line per configuration (dotted where the verdict does not decide on it) and,
+    thick and black, the part's geometric mean in each window (`part_series`: what the rule for few timings
+    counts), with the rule's proportional `band` shaded. Below: the idle power charged to each of the fallback's
+    windows (W), the drift that measuring idle right before each window takes out. One figure per hardware set,
+    one column per phase; `frame` has energy's `stability` layout. An empty list for an empty frame."""
+    figures = []
+    for hardware_id, part in frame.groupby("hardware_id", sort=True):
+        phases = list(dict.fromkeys([p for p in ("inference", "train") if p in set(part.phase)]
+                                    + sorted(set(part.phase))))
+        fig, axes = plt.subplots(2, len(phases), figsize=(5.4 * len(phases), 2.2 * height), squeeze=False,
+                                 sharex="col", gridspec_kw={"height_ratios": [2, 1]})
+        labels: dict[str, object] = {}
+        for col, phase in enumerate(phases):
+            mine, top, bottom = part[part.phase == phase], axes[0, col], axes[1, col]
+            labels.setdefault("proportional band", top.axhspan(*band, color="tab:green", alpha=0.12, linewidth=0))
+            for series, rows in mine.groupby("series", sort=True):
+                rows = rows.sort_values("window")
+                if series == part_series:
+                    labels[series] = top.plot(rows.window, rows.S, color="black", linewidth=2.5, marker="D",
+                                              zorder=3)[0]
+                    continue
+                line = top.plot(rows.window, rows.S, marker="o", linewidth=1, alpha=0.85,
+                                linestyle="-" if rows.deciding.all() else ":")[0]
+                labels.setdefault(series, line)
+                bottom.plot(rows.window, rows.idle_w, marker="o", linewidth=1, color=line.get_color())
+            top.set_yscale("log")
+            top.set_title(f"{hardware_label(str(hardware_id))}: {'training' if phase == 'train' else phase}",
+                          fontsize=9)
+            top.set_ylabel("S in the window (x):\npower above idle,\nfallback / fused", fontsize=9)
+            bottom.set_ylabel("idle power charged\nto the window (W)", fontsize=9)
+            bottom.set_xlabel("window (= round) number")
+            bottom.xaxis.set_major_locator(MaxNLocator(integer=True))
+        fig.suptitle("S in each window: how far it moves between windows (log scale)", fontsize=10)
+        fig.tight_layout()
+        fig.legend(list(labels.values()), list(labels), loc="upper center", bbox_to_anchor=(0.5, 0.0), ncol=1,
+                   fontsize=8, frameon=False)
+        figures.append(fig)
+    return figures
 
 
 # --- padding and bucketing (claim 5's page) ------------------------------------------------------------------

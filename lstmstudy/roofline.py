@@ -29,12 +29,15 @@ import json
 from collections.abc import Iterable, Iterator, Mapping
 from dataclasses import dataclass
 from pathlib import Path
+from typing import TYPE_CHECKING
 
-from lstmstudy import hardware, kernels, results, sweep
+from lstmstudy import hardware, kernels, results
 from lstmstudy.contract import Point
-from lstmstudy.kernels.torch_kernels import DTYPES
+from lstmstudy.kernels.built import DTYPE_NAMES
 from lstmstudy.shapes import LSTMShape
-from lstmstudy.timing import Rounds
+
+if TYPE_CHECKING:  # measuring imports torch; reading the limits (`limits`) runs without it, as a page renders
+    from lstmstudy import sweep
 
 CLAIM = "roofline"
 KERNEL = "gemm"
@@ -44,9 +47,10 @@ SIZES = {"cpu": (256, 512, 1024, 2048, 4096), "cuda": (1024, 2048, 4096, 8192, 1
 #: where 16-bit is native and 512 falls short of the peak, the limit is set by the LSTM rows above it.
 CPU_16BIT_SIZES = (256, 512)
 QUICK_SIZES = {"cpu": (128,), "cuda": (1024,)}
-#: five attempts per size, no extra rounds for noise: a best-of needs attempts, not a tight median
-PLAN = Rounds(rounds=5, warmup=1, extra_rounds=0).with_min_time(1.0)
-QUICK_PLAN = Rounds(rounds=2, warmup=1, extra_rounds=0).with_min_time(0.05)
+#: five attempts per size, no extra rounds for noise: a best-of needs attempts, not a tight median (`timing.Rounds`'
+#: fields, and the seconds of samples `Rounds.with_min_time` spreads over them)
+PLAN = dict(rounds=5, warmup=1, extra_rounds=0, min_time=1.0)
+QUICK_PLAN = dict(rounds=2, warmup=1, extra_rounds=0, min_time=0.05)
 
 
 def gemm_point(n: int, precision: str) -> Point:
@@ -56,11 +60,14 @@ def gemm_point(n: int, precision: str) -> Point:
 
 
 def measure(device: str = "auto", sizes: Iterable[int] | None = None, quick: bool = False, *,
-            precisions: Iterable[str] = tuple(DTYPES), **sweep_options) -> sweep.SweepReport:
+            precisions: Iterable[str] = tuple(DTYPE_NAMES), **sweep_options) -> sweep.SweepReport:
     """Time square GEMMs at every size and precision on `device` and store them (what is stored is skipped).
 
     `quick` uses one small size and short timing: enough to check the plumbing, not a real peak.
     """
+    from lstmstudy import sweep
+    from lstmstudy.timing import Rounds
+
     dev = hardware.resolve_device(device)
 
     def chosen(precision: str) -> tuple[int, ...]:
@@ -71,7 +78,9 @@ def measure(device: str = "auto", sizes: Iterable[int] | None = None, quick: boo
         return CPU_16BIT_SIZES if dev.type == "cpu" and precision != "fp32" else SIZES[dev.type]
 
     points = [gemm_point(n, precision) for precision in precisions for n in chosen(precision)]
-    return sweep.run(CLAIM, points, kernels.prepare, QUICK_PLAN if quick else PLAN, device=str(dev),
+    plan = dict(QUICK_PLAN if quick else PLAN)
+    plan = Rounds(**{k: v for k, v in plan.items() if k != "min_time"}).with_min_time(plan["min_time"])
+    return sweep.run(CLAIM, points, kernels.prepare, plan, device=str(dev),
                      **{"progress": False, **sweep_options})
 
 

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import bisect
 import itertools
+import math
 from collections.abc import Callable, Sequence
 from dataclasses import asdict, dataclass, replace
 from enum import Enum
@@ -31,6 +32,29 @@ class Outcome(str, Enum):
     #: count of reproductions includes it
     HOLDS = "holds"
     DOES_NOT_HOLD = "does not hold"
+
+
+#: what each outcome word means wherever the book uses it: the landing page's glossary (`glossary`), which every claim
+#: page's opening box links to
+MEANINGS: dict[Outcome, str] = {
+    Outcome.REPRODUCED: "the whole interval the rule decides on lies in the region it calls the seed's figure (its "
+                        "stated band around it)",
+    Outcome.EXCEEDS: "the whole interval lies above the seed's figure: the effect is there, and larger than the seed "
+                     "said",
+    Outcome.PARTLY: "the effect is there but the whole interval lies below the seed's band; or, for a rule of parts, "
+                    "some parts hold and others fail (each page names its parts)",
+    Outcome.NOT_REPRODUCED: "the whole interval lies where the rule says the claim fails",
+    Outcome.INCONCLUSIVE: "the interval straddles an edge between two outcomes, so the data cannot tell which; or a "
+                          "row of few timings whose rounds do not all lie on one side (see *few timings*)",
+    Outcome.HOLDS: "the study's own hypothesis, which no seed makes (claim 6), holds; never counted as a reproduction",
+    Outcome.DOES_NOT_HOLD: "the study's own hypothesis does not hold; never counted against a seed",
+    Outcome.NOT_MEASURED: "the rows the rule reads are not in this set (a GPU claim on a CPU set, say); nothing is "
+                          "borrowed from another set or from published figures",
+    Outcome.NOT_ASSESSED: "each row was timed in one burst, before interleaved rounds existed, so its interval holds "
+                          "no run-to-run drift: the figure is shown, no outcome is given",
+    Outcome.CONTEXT: "published figures the rule cannot decide on (one batch size, no repeat, or without the claim's "
+                     "mechanism): cited beside the verdicts, never one",
+}
 
 
 #: every seed's claim is about GPUs: a verdict on a CPU set tests the claim's CPU analogue, never the claim;
@@ -86,7 +110,7 @@ class Verdict:
     def interval_text(self) -> str:
         """Every interval the rule decided on (each part's, named), or the one interval; 'none (point rule)' for a
         figure without one, 'none' where nothing was measured."""
-        few = f" (low precision: a row of {self.low_precision} timings)" if self.low_precision else ""
+        few = f" (few timings: a row of {self.low_precision})" if self.low_precision else ""
         if self.parts:
             return "; ".join(f"{name} {low:.3g}-{high:.3g}" for name, low, high in self.parts) + few
         if self.low is not None:
@@ -240,8 +264,89 @@ def low_precision(*round_sizes: object) -> int | None:
 
 
 def low_precision_words(fewest: int) -> str:
-    return (f"low precision: it rests on a row of {fewest} timings, fewer than {LOW_PRECISION_TIMINGS}, too few for a "
-            f"definite verdict by itself")
+    """Why a rule resting on a row of few timings stays undecided (`few_timings`: its rounds do not settle it)."""
+    return (f"few timings: it rests on a row of {fewest} timings, fewer than {LOW_PRECISION_TIMINGS}, too few for a "
+            f"95% interval, and its paired rounds do not settle it by the rule for few timings")
+
+
+#: the one rule for rows of few timings (a sign test): were the truth on an edge of a rule's bands, each paired
+#: round's ratio would fall on either side of it with even odds, so n rounds all on one side happen by chance with
+#: probability 0.5^n. Rounds all in one region decide it when 0.5^n <= this: 5 of 5 decide, 4 of 4 do not
+SIGN_RULE_ALPHA = 0.05
+SIGN_RULE = (f"a row of fewer than {LOW_PRECISION_TIMINGS} timings gives no 95% interval, but its rounds decide when "
+             f"every ratio they give lies in one region of the rule and so many agree by chance with probability "
+             f"<= {SIGN_RULE_ALPHA}: two rows timed in the same rounds give one ratio a round, and n of them decide "
+             f"when 0.5^n <= {SIGN_RULE_ALPHA} (5 or more: a sign test); two rows timed apart, of n and m rounds, give "
+             f"every ratio of one's round medians to the other's, and decide when 1 / C(n + m, n) <= "
+             f"{SIGN_RULE_ALPHA} (3 and 3 rounds or more: a rank test); otherwise it is inconclusive")
+
+
+#: the other words a verdict uses, defined once beside the outcome words (`glossary`)
+TERMS = {
+    "95% interval": "where a second run of the same measurement lands 95% of the time (a re-run interval: a "
+                    "bootstrap over processes, rounds and samples; the methods page gives how)",
+    "few timings": SIGN_RULE,
+    "CPU analogue": "a GPU claim measured on a CPU through the CPU's own counterpart of its mechanism (oneDNN for "
+                    "cuDNN, bf16 for fp16, say): reported beside the GPU verdicts and never counted as a "
+                    "reproduction",
+    "published": "measured by others on their GPUs, cited, judged by the same rule only where it measured the "
+                 "claim's mechanism, and never counted as ours",
+}
+
+
+def glossary() -> str:
+    """The glossary of outcome words and terms as MyST Markdown, under the label the claim pages link to; `lstmstudy
+    reproduce` writes it into the book (`toc.GLOSSARY`), which the landing page includes."""
+    words = [f"- **{o.value}**: {MEANINGS[o]}." for o in Outcome]
+    terms = [f"- **{name}**: {meaning}." for name, meaning in TERMS.items()]
+    return "\n".join(["% written by `lstmstudy reproduce` from lstmstudy.rules.MEANINGS and TERMS: edit those",
+                       "(outcome-words)=", "## What the verdicts' words mean", "",
+                       "Every verdict in this book is one of these outcomes of its claim's rule:", "", *words, "",
+                       "and uses these terms:", "", *terms]) + "\n"
+
+
+def sign_rule(bands: Bands, per_round: Sequence[float]) -> Outcome | None:
+    """The region every one of `per_round` (two interleaved rows' ratio in each round: `stats.row_round_ratios`)
+    lies in, where they are enough to decide (`SIGN_RULE_ALPHA`); None where they are too few or disagree."""
+    values = [float(v) for v in per_round if np.isfinite(v)]
+    if not values or len(values) != len(per_round) or 0.5 ** len(values) > SIGN_RULE_ALPHA:
+        return None
+    regions = {bands.region(v) for v in values}
+    return regions.pop() if len(regions) == 1 else None
+
+
+def rank_rule(bands: Bands, numerator: Sequence[float], denominator: Sequence[float]) -> Outcome | None:
+    """The region every ratio of a `numerator` round median to a `denominator` one lies in (two rows timed apart:
+    `stats.row_round_medians`), where their counts are enough to decide; None where they are too few or disagree.
+    Were the truth on an edge, every ordering of the n + m scaled medians would be equally likely, and all n of
+    one side beyond all m of the other happens in 1 of C(n + m, n)."""
+    top, bottom = [float(v) for v in numerator], [float(v) for v in denominator]
+    if not (top and bottom) or not np.all(np.isfinite([*top, *bottom])) or min(bottom) <= 0:
+        return None
+    if 1 / math.comb(len(top) + len(bottom), len(top)) > SIGN_RULE_ALPHA:
+        return None
+    regions = {bands.region(min(top) / max(bottom)), bands.region(max(top) / min(bottom))}
+    return regions.pop() if len(regions) == 1 else None  # the extremes in one region: every ratio between is too
+
+
+def few_timings(bands: Bands, fewest: int, per_round: Sequence[float],
+                apart: tuple[Sequence[float], Sequence[float]] = ((), ())) -> tuple[Outcome, str]:
+    """The outcome of a rule resting on a row of `fewest` timings (`low_precision`), and why, in words: decided by
+    the sign rule where paired rounds (`per_round`) agree, by the rank rule where two rows timed apart (`apart`:
+    each one's round medians) agree, else inconclusive."""
+    head = f"a row of {fewest} timings, too few for a 95% interval, decided by the rule for few timings: "
+    if len(per_round) and (decided := sign_rule(bands, per_round)) is not None:
+        spread = f"{min(per_round):.3g}-{max(per_round):.3g}"
+        return decided, (f"{head}all {len(per_round)} paired rounds ({spread}) lie in one region of the rule, which "
+                         f"happens by chance with probability 0.5^{len(per_round)} = {0.5 ** len(per_round):.3f} at most")
+    top, bottom = apart
+    if not len(per_round) and (decided := rank_rule(bands, top, bottom)) is not None:
+        n, m = len(top), len(bottom)
+        spread = f"{min(top) / max(bottom):.3g}-{max(top) / min(bottom):.3g}"
+        return decided, (f"{head}all {n * m} ratios of its {n} and {m} rounds timed apart ({spread}) lie in one region "
+                         f"of the rule, which happens by chance with probability 1/C({n + m}, {n}) = "
+                         f"{1 / math.comb(n + m, n):.3f} at most")
+    return Outcome.INCONCLUSIVE, low_precision_words(fewest)
 
 
 def interval_label(fewest: float | None) -> str:
@@ -249,7 +354,7 @@ def interval_label(fewest: float | None) -> str:
     None where it is not one), the spread of its few timings, which is no 95% interval."""
     if fewest is None or fewest != fewest:
         return "95% interval"
-    return f"low precision, the spread of {int(fewest)} timings"
+    return f"few timings, the spread of {int(fewest)}:"
 
 
 #: how a page names the outcome of one part of a rule

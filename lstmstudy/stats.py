@@ -238,6 +238,20 @@ def row_point_ratio(numerator, denominator) -> float:
     return point_ratio(row_rounds(numerator), row_rounds(denominator), paired=interleaved(numerator, denominator))
 
 
+def row_round_ratios(numerator, denominator) -> np.ndarray:
+    """Two interleaved rows' ratio in each of their rounds (round median over round median), what the rule for rows
+    of few timings counts (`rules.sign_rule`); empty where the two were not timed in the same rounds."""
+    if not interleaved(numerator, denominator):
+        return np.array([])
+    return np.array([np.median(a) / np.median(b) for a, b in zip(row_rounds(numerator), row_rounds(denominator))])
+
+
+def row_round_medians(row) -> np.ndarray:
+    """A loaded row's median in each of its rounds: what the rule for few timings compares between rows timed apart
+    (`rules.rank_rule`)."""
+    return np.array([np.median(r) for r in row_rounds(row)])
+
+
 def row_replicates(numerator, denominator, **options) -> tuple[float, np.ndarray]:
     """`ratio_replicates` of two loaded rows, paired when they were interleaved."""
     return ratio_replicates(row_rounds(numerator), row_rounds(denominator),

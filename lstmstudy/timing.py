@@ -7,6 +7,13 @@ every timed sample; `sync_for(device)` picks the right one.
 `measure` times one step in one burst. `interleave` times the steps a claim compares in rounds: every
 round runs a short burst of each step, in an order shuffled from a recorded seed, so that a slow
 moment of a shared machine hits every step alike and shows up as a difference between rounds.
+
+Two wrappers say how a step is timed. `Queued(step, calls)` is DeepBench's clock (`rnn_bench.cu`: 100 forward
+calls between two synchronisations, the time divided by 100): a sample queues `calls` calls and syncs once, so the
+host's launch cost of one call overlaps the device's work on the one before, and the sample is the time per call.
+`HeldStep(call, hold)` is a step with settings (cuDNN's switch, the fp32 precision flags, inference mode) that
+`measure` enters once around a burst, warm-up and samples, rather than in every timed call; called on its own it
+enters them itself, so it computes the same wherever it is called.
 """
 
 from __future__ import annotations
@@ -16,7 +23,7 @@ import random
 import statistics
 import time
 from collections.abc import Callable, Hashable, Mapping
-from contextlib import contextmanager
+from contextlib import AbstractContextManager, contextmanager, nullcontext
 from dataclasses import dataclass, replace
 
 import torch
@@ -32,7 +39,9 @@ class Measurement:
 
     From `interleave`, `samples` hold every round's samples in round order, `round_sizes` how many each
     round took, `seed` the seed that shuffled the rounds (shared by the steps timed together) and
-    `noisy` whether the interval stayed wider than the plan's bound. From `measure`: one round.
+    `noisy` whether the interval stayed wider than the plan's bound. From `measure`: one round. `calls`: how
+    many calls each sample queued between two syncs (1: one call a sample; more: `Queued`, a sample is their time
+    divided by `calls`).
     """
 
     samples: tuple[float, ...]
@@ -42,6 +51,7 @@ class Measurement:
     round_sizes: tuple[int, ...] = ()
     seed: int | None = None
     noisy: bool | None = None
+    calls: int = 1
 
     @property
     def n(self) -> int:
@@ -131,6 +141,89 @@ def _order_statistic_bounds(n: int, confidence: float) -> tuple[int, int]:
 
 
 @dataclass(frozen=True)
+class HeldStep:
+    """A step whose settings are held around a burst, not switched in every call: `call()` runs the work alone,
+    `hold()` returns the context it needs (a kernel's library switch and precision flags). `measure` enters `hold()`
+    once around its warm-up and samples; called directly, the step enters it around the one call."""
+
+    call: Callable[[], object]
+    hold: Callable[[], AbstractContextManager]
+
+    def __call__(self) -> object:
+        with self.hold():
+            return self.call()
+
+
+#: DeepBench's queue: 100 forward calls between two syncs (`rnn_bench.cu`, `numRepeats = 100`)
+QUEUE_CALLS = 100
+#: where 100 calls of a step take longer than this, a sample queues as many as fit in it, never fewer than
+#: `QUEUE_FEWEST`, so that at least one call is always queued behind another. Queuing hides the host's cost of a call
+#: (h) behind the device's work on the one before: N calls of device time d >= h take about d + h / N each, so 10
+#: calls of a 1 ms step leave 1% of a 100 us launch cost, and a long step's own launches keep the device busy
+#: anyway. 10 ms keeps a sample shorter than a round's burst (`Rounds.burst_s`), so every round still takes
+#: several samples of each step
+QUEUE_S = 0.01
+QUEUE_FEWEST = 2
+
+
+def queue_length(one_call_s: float, *, most: int = QUEUE_CALLS, budget_s: float = QUEUE_S,
+                 fewest: int = QUEUE_FEWEST) -> int:
+    """How many calls a queued sample takes: `most` (DeepBench's 100) where that many take at most `budget_s`,
+    else as many as fit in it, at least `fewest`."""
+    if not one_call_s > 0:
+        return most
+    return max(fewest, min(most, math.floor(budget_s / one_call_s + 1e-9)))  # 0.01 // 1e-4 is 99.0
+
+
+@dataclass(frozen=True)
+class Queued:
+    """DeepBench's clock for `step`: a sample runs `calls` calls with no sync between them, then one sync, and is
+    their time divided by `calls`. A step with its own loop (`repeat(n)`: the C++ harness queues n calls itself,
+    as DeepBench's loop does) runs it; otherwise `step` is called `calls` times, inside its held settings once."""
+
+    step: Callable[[], object]
+    calls: int
+
+    def __post_init__(self) -> None:
+        if not isinstance(self.calls, int) or self.calls < 1:
+            raise ValueError(f"a queued sample needs at least one call, got {self.calls!r}")
+
+    def __call__(self) -> None:
+        call, hold = _parts(self.step)
+        with hold():
+            _run(call, self.calls)
+
+
+def _parts(fn: Callable[[], object]) -> tuple[Callable[[], object], Callable[[], AbstractContextManager]]:
+    """A step's work and the settings held around it (none for a plain callable)."""
+    return (fn.call, fn.hold) if isinstance(fn, HeldStep) else (fn, nullcontext)
+
+
+def _run(call: Callable[[], object], calls: int) -> None:
+    """`calls` calls of `call`, by its own loop where it has one (`repeat`)."""
+    if calls > 1 and callable(repeat := getattr(call, "repeat", None)):
+        repeat(calls)
+        return
+    for _ in range(calls):
+        call()
+
+
+def one_call_s(step: Callable[[], object], sync: Sync | None, *, calls: int = 3,
+               clock: Callable[[], float] = time.perf_counter) -> float:
+    """The fastest of `calls` synced calls of `step` (after one untimed call): what sizes a queued sample."""
+    sync = sync or (lambda: None)
+    step()
+    sync()
+    best = math.inf
+    for _ in range(calls):
+        t0 = clock()
+        step()
+        sync()
+        best = min(best, clock() - t0)
+    return best
+
+
+@dataclass(frozen=True)
 class CudaSync:
     """`torch.cuda.synchronize(device)`, which `measure` also uses to time each sample with CUDA events."""
 
@@ -178,6 +271,7 @@ def measure(
     max_samples: int = 2_000,
     target_rel_iqr: float = 0.05,
     threads: int | None = None,
+    clock: Callable[[], float] = time.perf_counter,
 ) -> Measurement:
     """Time `fn()` call by call until the median is stable, and keep every sample.
 
@@ -189,10 +283,17 @@ def measure(
     stream around `fn`: the GPU's timeline from the first launch to the end of the last kernel, without
     the 5-20 us a host-side synchronize adds to every sample. The synchronize still runs in every sample,
     so no work spills into the next one.
+
+    `fn` may be `Queued` (DeepBench's clock): a sample is then its `calls` calls, queued with no sync between them,
+    divided by `calls`, and a warm-up call is one such queue. A `HeldStep` (or the step a `Queued` wraps) has its
+    settings entered once around the warm-up and the samples, not in each call. `clock` is the host clock (a test
+    may pass a fake one).
     """
     if warmup < 0 or min_samples < 1 or max_samples < min_samples or min_time < 0 or max_time < min_time:
         raise ValueError("measure(): need warmup >= 0, 1 <= min_samples <= max_samples and 0 <= min_time <= max_time")
-    clock = time.perf_counter
+    calls = fn.calls if isinstance(fn, Queued) else 1
+    work, hold = _parts(fn.step if isinstance(fn, Queued) else fn)
+    body = (lambda: _run(work, calls)) if calls > 1 else work
     events = isinstance(sync, CudaSync)
     if events:
         begin, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
@@ -200,9 +301,9 @@ def measure(
     else:
         sync_name = (getattr(sync, "__qualname__", None) or getattr(getattr(sync, "func", None), "__qualname__", None)
                      or type(sync).__name__)
-    with torch_threads(threads) as used_threads:
+    with torch_threads(threads) as used_threads, hold():
         for _ in range(warmup):
-            fn()
+            body()
         if sync is not None:
             sync()
         samples: list[float] = []
@@ -213,13 +314,13 @@ def measure(
             t0 = clock()
             if events:
                 begin.record()
-            fn()
+            body()
             if events:
                 end.record()
             if sync is not None:
                 sync()
             t1 = clock()
-            append(begin.elapsed_time(end) * 1e-3 if events else t1 - t0)
+            append((begin.elapsed_time(end) * 1e-3 if events else t1 - t0) / calls)
             if len(samples) >= next_check:
                 elapsed = t1 - start
                 if len(samples) >= max_samples or elapsed >= max_time:
@@ -229,7 +330,7 @@ def measure(
                 # check again after ~10% more samples: the check stays cheap next to the calls
                 next_check = min(max_samples, len(samples) + max(1, len(samples) // 10))
     return Measurement(samples=tuple(samples), warmup=warmup, threads=used_threads,
-                       sync=sync_name if sync is not None else "none")
+                       sync=sync_name if sync is not None else "none", calls=calls)
 
 
 def _rel_iqr(samples: list[float]) -> float:
@@ -318,6 +419,7 @@ def interleave(steps: Mapping[Hashable, tuple[Callable[[], object], Sync | None]
     samples: dict[Hashable, list[float]] = {name: [] for name in steps}
     sizes: dict[Hashable, list[int]] = {name: [] for name in steps}
     sync_names: dict[Hashable, str] = {}
+    calls = {name: step.calls if isinstance(step, Queued) else 1 for name, (step, _) in steps.items()}
 
     def run(name: Hashable, **options: object) -> Measurement | None:
         fn, sync = steps[name]
@@ -335,7 +437,8 @@ def interleave(steps: Mapping[Hashable, tuple[Callable[[], object], Sync | None]
         for name in steps:  # warm-up; its last call's time picks the step's bursts, and is not kept
             if warm := run(name, warmup=max(plan.warmup - 1, 0), min_time=0, max_time=0, min_samples=1,
                            max_samples=1):
-                bursts[name] = long_burst if warm.samples[0] >= plan.burst_s else burst
+                # a queued sample lasts its calls' time: what decides whether it fills a burst alone
+                bursts[name] = long_burst if warm.samples[0] * warm.calls >= plan.burst_s else burst
         done = 0
         while live := [name for name in steps if name not in failed]:
             if done >= plan.rounds and (done >= plan.rounds + plan.extra_rounds or not any(map(noisy, live))):
@@ -349,5 +452,6 @@ def interleave(steps: Mapping[Hashable, tuple[Callable[[], object], Sync | None]
             done += 1
     return {name: failed[name] if name in failed else
             Measurement(samples=tuple(samples[name]), warmup=plan.warmup, threads=used_threads,
-                        sync=sync_names[name], round_sizes=tuple(sizes[name]), seed=seed, noisy=noisy(name))
+                        sync=sync_names[name], round_sizes=tuple(sizes[name]), seed=seed, noisy=noisy(name),
+                        calls=calls[name])
             for name in steps}

@@ -16,6 +16,8 @@ CLAIM_NOTEBOOKS = "[0-9][0-9]_*.ipynb"
 #: the landing page's table of claims in book/: `lstmstudy reproduce` writes it (`ledger.claims_table`),
 #: book/intro.md includes it
 CLAIMS_TABLE = "claims_table.md"
+#: the glossary of outcome words in book/: `lstmstudy reproduce` writes it (`rules.glossary`), book/intro.md includes it
+GLOSSARY = "outcome_words.md"
 
 
 def toc_file() -> Path:
@@ -53,8 +55,8 @@ def claim_pages(toc: Path | None = None) -> dict[str, str]:
 def missing_pages(root: Path) -> list[str]:
     """What `lstmstudy reproduce` writes that the book needs and does not exist yet: the pages of the table of
     contents, the page of each claim notebook (which the table of contents takes whole) and the landing page's
-    table of claims."""
+    table of claims and glossary."""
     claims = [f"book/claims/{notebook.stem}" for notebook in sorted((root / "notebooks").glob(CLAIM_NOTEBOOKS))]
     pages = [name for name in dict.fromkeys([*toc_files(root / "_toc.yml"), *claims])
              if not any((root / f"{name}{suffix}").exists() for suffix in (".md", ".ipynb"))]
-    return pages + ([] if (root / "book" / CLAIMS_TABLE).exists() else [f"book/{CLAIMS_TABLE}"])
+    return pages + [f"book/{name}" for name in (CLAIMS_TABLE, GLOSSARY) if not (root / "book" / name).exists()]

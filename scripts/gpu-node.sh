@@ -18,6 +18,9 @@
 # before that limit (SIGTERM, then SIGKILL 5 s later), so that the results are always packed; a group stopped
 # there is measured again by the next call, one hung in native code (deaf to SIGTERM) is stored as an error.
 #
+# Before either, it builds claim 4's C++ loop harness (`python -m lstmstudy.native build`, in $LSTMSTUDY_NATIVE_BUILD,
+# default beside $LSTMSTUDY_RESULTS; $LSTMSTUDY_BUILD_S bounds it, default 180 s); a CPU rehearsal skips it.
+#
 # Needs LSTMSTUDY_HOST (a stable name: the node may be renamed at boot) and LSTMSTUDY_GIT_COMMIT (the copy has
 # no .git). LSTMSTUDY_DEVICE (default cuda) names the device to check and measure: `cpu` rehearses a call here.
 # Results are written outside the checkout, to $LSTMSTUDY_RESULTS (a folder named results; default
@@ -80,7 +83,7 @@ if compgen -G "wheelhouse/*.whl" >/dev/null; then
     "$PY" -m pip install --quiet --upgrade --no-index --no-deps --no-compile --target "$SITE" wheelhouse/*.whl \
         || exit 1
 fi
-export PYTHONPATH="$PWD:$SITE${PYTHONPATH:+:$PYTHONPATH}" KERAS_BACKEND=torch
+export PYTHONPATH="$PWD:$SITE${PYTHONPATH:+:$PYTHONPATH}" KERAS_BACKEND="${KERAS_BACKEND:-torch}"  # KERAS_BACKEND=jax: the jax rows
 # else every Keras point would be stored as an error row, or run a Keras whose torch backend skips cuDNN; the
 # import's own error is named (a wheel for another Python, a missing dependency), not only the wheelhouse
 problem=$("$PY" -c "
@@ -97,6 +100,27 @@ if [ -n "$problem" ]; then
     echo "$problem: run 'make wheelhouse' where there is network and carry wheelhouse/" >&2
     exit 1
 fi
+
+# claim 4's loop baseline: cuDNN's forward called from C++ in DeepBench's loop (lstmstudy/native), built here at the
+# call's start against pip's nvidia-cudnn-cu13 (CMake and nvcc 13), kept in $LSTMSTUDY_NATIVE_BUILD so that a later
+# call on this node finds it built. A failed build costs no call: the loop baseline then runs ATen's cuDNN op from
+# Python, and its rows say so. A CPU rehearsal has no cuDNN to build against: oneDNN's op runs the same loop there
+export LSTMSTUDY_NATIVE_BUILD=${LSTMSTUDY_NATIVE_BUILD:-$(dirname "$RESULTS")/native}
+build_loop_harness() {
+    case " $* " in *" --plan-only "*) return 0 ;; esac  # nothing is measured
+    case "$DEVICE" in
+        cuda*)  # a failure says why in one line (stderr) and goes on
+            timeout --kill-after=5 "${LSTMSTUDY_BUILD_S:-180}" "$PY" -m lstmstudy.native build
+            built=$?
+            if [ "$built" = 124 ] || [ "$built" = 137 ]; then
+                echo "cudnn.loop: building the harness took over ${LSTMSTUDY_BUILD_S:-180} s: the loop baseline" \
+                     "runs ATen's cuDNN op" >&2
+            fi ;;
+        *) echo "cudnn.loop: no GPU in this rehearsal (LSTMSTUDY_DEVICE=$DEVICE): the C++ harness is not built;" \
+                "claim 4's loop baseline runs oneDNN's op in the same queued loop" ;;
+    esac
+}
+build_loop_harness "$@"
 
 check() {
     timeout --kill-after=10 "${LSTMSTUDY_CHECK_S:-180}" bash -c '

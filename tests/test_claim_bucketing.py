@@ -41,9 +41,10 @@ def _points(sizes: dict, kernels=claim.KERNELS, kind: str = "cpu"):
 
 
 def _store(root, fp, per_batch_s: dict[tuple[str, str], float], sizes: dict = SYNTHETIC, spread: float = 0.01,
-           rounds: tuple[int, ...] = ()):
+           rounds: tuple[int, ...] = (), seed: int | None = None, samples_of=None):
     """One stored row per (kernel, plan): every timed call takes per-batch seconds x the batches it trains, in
-    `rounds` (none: one burst per row)."""
+    `rounds` (none: one burst per row), interleaved where `seed` is given; `samples_of(plan, call)` replaces the
+    samples."""
     device = torch.device(fp.device_kind)
     rows = []
     for point in _points(sizes):
@@ -51,9 +52,10 @@ def _store(root, fp, per_batch_s: dict[tuple[str, str], float], sizes: dict = SY
         if key not in per_batch_s:
             continue
         call = per_batch_s[key] * point.config["sample_batches"]
-        samples = tuple(call * (1 + spread * d) for d in SPREAD)
+        samples = (tuple(call * (1 + spread * d) for d in SPREAD) if samples_of is None
+                   else samples_of(point.config["plan"], call))
         outcome = contract.PointResult(measurement=Measurement(samples=samples, warmup=1, threads=2, sync="none",
-                                                                   round_sizes=rounds))
+                                                                   round_sizes=rounds, seed=seed))
         rows.append(sweep.make_row(claim.NAME, point, device, fp, outcome=outcome))
     results.append(claim.NAME, fp.hardware_id, rows, root)
 
@@ -413,14 +415,41 @@ def test_whole_epochs_measured_for_real_are_paired_and_decide(tmp_path):
     assert verdict.outcome != Outcome.NOT_MEASURED and verdict.low <= verdict.ours <= verdict.high
 
 
-def test_a_verdict_on_a_handful_of_timings_is_low_precision_and_decides_nothing(tmp_path):
-    """Five whole epochs, one per round: their ratios' spread is no 95% interval, and one configuration of them
-    cannot settle the claim (f26m2's 1.83-1.89 was the min-max of 5 ratios)."""
+def test_a_verdict_on_a_handful_of_unpaired_timings_has_no_interval_and_decides_nothing(tmp_path):
+    """Five whole epochs, one per round, not interleaved: their ratios' spread is no 95% interval, and no round pairs
+    with another for the rule for few timings."""
     _store(tmp_path, CPU, _epochs(1.0, _speedup_for(3.3)), REAL, rounds=(1, 1, 1, 1, 1))
     (verdict,) = claim.verdicts(results.load(claim.NAME, tmp_path))
     assert verdict.outcome == Outcome.INCONCLUSIVE and verdict.low_precision == 5
     assert verdict.interval_name == "spread, not a 95% interval"  # what the page's box calls it
-    assert verdict.interval_text.endswith(" (low precision: a row of 5 timings)")
-    assert verdict.ours_text.startswith(f"{verdict.ours:.2f}x (low precision, the spread of 5 timings ")
-    assert verdict.ours_text.endswith("low precision: it rests on a row of 5 timings, fewer than 7, too few for a "
-                                      "definite verdict by itself")
+    assert verdict.interval_text.endswith(" (few timings: a row of 5)")
+    assert verdict.ours_text.startswith(f"{verdict.ours:.2f}x (few timings, the spread of 5: ")
+    assert verdict.ours_text.endswith("few timings: it rests on a row of 5 timings, fewer than 7, too few for a 95% "
+                                      "interval, and its paired rounds do not settle it by the rule for few timings")
+
+
+def _paired_rounds(tmp_path, per_round_speedups: list[float]):
+    """Whole epochs, one per round, interleaved: auto buckets `per_round_speedups[i]` x faster than per-batch padding
+    in round i (the H100's five rounds lay in 0.888-1.012)."""
+    auto = _speedup_for(1.0)
+
+    def samples_of(plan, call):
+        return tuple(call / s for s in per_round_speedups) if plan == claim.AUTO else (call,) * len(per_round_speedups)
+
+    _store(tmp_path, CPU, _epochs(1.0, auto), REAL, rounds=(1,) * len(per_round_speedups), seed=7,
+           samples_of=samples_of)
+    (verdict,) = claim.verdicts(results.load(claim.NAME, tmp_path))
+    return verdict
+
+
+@pytest.mark.parametrize(("per_round", "expected"), [
+    ([0.888, 0.95, 1.012, 0.93, 0.97], Outcome.NOT_REPRODUCED),  # 5 of 5 below the edge: 0.5^5 = 0.031 decides
+    ([3.0, 3.4, 3.1, 3.6, 3.2], Outcome.REPRODUCED),
+    ([0.888, 0.95, 1.012, 0.93], Outcome.INCONCLUSIVE),  # 4 of 4: 0.5^4 = 0.0625, too few
+    ([0.9, 0.95, 1.6, 0.93, 0.97], Outcome.INCONCLUSIVE),  # one round across the edge
+])
+def test_few_paired_timings_decide_only_when_every_round_lies_in_one_region(tmp_path, per_round, expected):
+    verdict = _paired_rounds(tmp_path, per_round)
+    assert verdict.low_precision == len(per_round) and verdict.outcome == expected
+    if expected != Outcome.INCONCLUSIVE:
+        assert f"all {len(per_round)} paired rounds ({min(per_round):.3g}-{max(per_round):.3g})" in verdict.ours_text

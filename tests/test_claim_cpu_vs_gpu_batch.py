@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import dataclasses
+import json
 
 import pandas as pd
 import pytest
@@ -12,8 +13,8 @@ from lstmstudy import contract, kernels, results, sweep, timing
 from lstmstudy.claims import cpu_vs_gpu_batch as claim
 from lstmstudy.errors import ParameterError
 from lstmstudy.hardware import Fingerprint
-from lstmstudy.observe import Observation
-from lstmstudy.rules import Outcome
+from lstmstudy.observe import FUSED, Observation
+from lstmstudy.rules import SIGN_RULE, Outcome
 from lstmstudy.shapes import LSTMShape
 from tests.measuring import measure_one
 
@@ -25,20 +26,30 @@ GPU = Fingerprint(device_kind="cuda", cpu_model="Fake Xeon", cpu_flags=[], physi
 OTHER_GPU = dataclasses.replace(GPU, host="box-b")  # the same GPU model in another machine
 
 
-def _samples(ms: float) -> tuple[float, ...]:
-    """Nine samples around `ms` milliseconds, spread +-2%: tight enough that a 1.5x gap is clear."""
-    return tuple(ms * 1e-3 * (1 + 0.005 * k) for k in range(-4, 5))
+def _samples(ms: float, n: int = 9) -> tuple[float, ...]:
+    """`n` samples around `ms` milliseconds (nine spread +-2% by default: tight enough that a 1.5x gap is clear)."""
+    return tuple(ms * 1e-3 * (1 + 0.005 * (k - (n - 1) / 2)) for k in range(n))
 
 
 def store(root, fp: Fingerprint, step_ms: dict[int, float], kernel: str = "torch.autoencoder",
-          observed: dict | None = None) -> None:
+          observed: dict | None = None, predicted: str = "", rounds: int | None = None, seed: int | None = None,
+          backend: str | None = None, versions: dict | None = None) -> None:
+    """Rows of one model on one set; by default the fused kernel of the device kind, timed in one burst. `rounds`:
+    that many rounds of one timing each (`seed` shared by rows timed in the same rounds); `backend`, `versions`:
+    what a Keras row records."""
     device = torch.device(fp.device_kind)
     rows = []
     for batch, ms in step_ms.items():
         p = claim.point(kernel, batch, timesteps=32, features=16, seq_len=100)
-        m = timing.Measurement(samples=_samples(ms), warmup=0, threads=2, sync="none")
-        seen = Observation(**(observed or {"kernel": "onednn", "detail": {"aten_ops": 400}}))
-        rows.append(sweep.make_row(claim.NAME, p, device, fp, outcome=contract.PointResult(m, observed=seen)))
+        m = (timing.Measurement(samples=_samples(ms), warmup=0, threads=2, sync="none") if rounds is None else
+             timing.Measurement(samples=_samples(ms, rounds), warmup=0, threads=2, sync="none",
+                                round_sizes=(1,) * rounds, seed=seed))
+        fused = {"kernel": FUSED[fp.device_kind], "detail": {"aten_ops": 400}}
+        seen = Observation(**(observed or fused))
+        row = sweep.make_row(claim.NAME, p, device, fp,
+                             outcome=contract.PointResult(m, observed=seen, predicted_kernel=predicted))
+        rows.append({**row, **({} if backend is None else {"backend": backend}),
+                     **({} if versions is None else {"versions": versions})})
     results.record_fingerprint(claim.NAME, fp.as_dict(), root)  # its host pairs a GPU set with its CPU set
     results.append(claim.NAME, fp.hardware_id, rows, root)
 
@@ -65,10 +76,14 @@ def test_crossover_inside_the_grid_is_reproduced_with_its_uncertainty(tmp_path):
     assert "crossover at batch 64" in v.ours_text
 
 
-def test_only_one_end_holding_is_partly(tmp_path):
+def test_a_cpu_faster_everywhere_is_no_crossover_not_partly(tmp_path):
+    # "partly" means one thing on the page: models that disagree. A CPU ahead at both ends is no crossover in the
+    # grid, as a GPU ahead at both ends is
     store(tmp_path, CPU, CPU_MS)
     store(tmp_path, GPU, {1: 6.0, 8: 9.0, 64: 30.0, 512: 120.0})  # the CPU faster at every batch size
-    assert only(claim.verdicts(results.load(claim.NAME, tmp_path))).outcome == Outcome.PARTLY
+    v = only(claim.verdicts(results.load(claim.NAME, tmp_path)))
+    assert v.outcome == Outcome.NOT_REPRODUCED and v.ours is None
+    assert "no crossover in the grid" in v.ours_text
 
 
 def test_an_undecided_end_makes_it_inconclusive(tmp_path):
@@ -77,9 +92,9 @@ def test_an_undecided_end_makes_it_inconclusive(tmp_path):
     data = results.load(claim.NAME, tmp_path)
     assert claim.crossovers(data).iloc[0].outcome == Outcome.INCONCLUSIVE.value
     assert only(claim.verdicts(data)).outcome == Outcome.INCONCLUSIVE
-    store(tmp_path, CPU, CPU_MS, kernel="torch.bilstm_imdb")  # a model that fails outright: partly, whatever
-    store(tmp_path, GPU, {1: 1.0, 8: 1.0, 64: 1.0, 512: 2.0}, kernel="torch.bilstm_imdb")  # the tie turns out
-    assert only(claim.verdicts(results.load(claim.NAME, tmp_path))).outcome == Outcome.PARTLY
+    store(tmp_path, CPU, CPU_MS, kernel="torch.bilstm_imdb")  # beside a model that fails outright, the tie decides
+    store(tmp_path, GPU, {1: 1.0, 8: 1.0, 64: 1.0, 512: 2.0}, kernel="torch.bilstm_imdb")  # partly against not
+    assert only(claim.verdicts(results.load(claim.NAME, tmp_path))).outcome == Outcome.INCONCLUSIVE
 
 
 def test_a_gpu_faster_everywhere_is_not_reproduced(tmp_path):
@@ -252,3 +267,147 @@ def test_every_way_the_ties_can_go_is_counted(tmp_path):
     tied = claim.crossovers(data).set_index("kernel").loc["torch.autoencoder"]
     assert tied.possible == {Outcome.REPRODUCED, Outcome.NOT_REPRODUCED} and tied.outcome == "inconclusive"
     assert only(claim.verdicts(data)).outcome == Outcome.INCONCLUSIVE
+
+
+# --- issue 44: the devices compared, not two kernels; the host's own CPU; the rule for few timings -----------
+
+KERAS_ON_TORCH = dict(backend="torch", versions={"keras": "3.15.1", "torch": "2.11.0"})
+
+
+def test_a_keras_pair_that_ran_two_kernels_does_not_decide_the_verdict(tmp_path):
+    # the torch model crosses as the claim says; the Keras model, cuDNN on the GPU against its Python loop on the CPU,
+    # has the GPU ahead everywhere: were it judged, the pair would be partly
+    store(tmp_path, CPU, CPU_MS)
+    store(tmp_path, GPU, {1: 6.0, 8: 3.0, 64: 5.0, 512: 8.0})
+    store(tmp_path, CPU, {1: 40.0, 8: 40.0, 64: 60.0, 512: 200.0}, kernel="keras.bilstm_imdb",
+          observed={"kernel": "python-op-loop", "detail": {"aten_ops": 22351}},
+          predicted="python-op-loop,python-op-loop", **KERAS_ON_TORCH)
+    store(tmp_path, GPU, {1: 12.0, 8: 11.0, 64: 13.0, 512: 12.0}, kernel="keras.bilstm_imdb",
+          observed={"kernel": "cudnn", "detail": {"aten_ops": 637, "gpu_kernels": 117}}, predicted="cudnn,cudnn",
+          **KERAS_ON_TORCH)
+    data = results.load(claim.NAME, tmp_path)
+    cross = claim.crossovers(data).set_index("kernel")
+    assert not cross.loc["keras.bilstm_imdb", "same_kernels"] and cross.loc["torch.autoencoder", "same_kernels"]
+    assert cross.loc["keras.bilstm_imdb", "outcome"] == Outcome.NOT_REPRODUCED.value  # shown, not judged
+    assert cross.loc["keras.bilstm_imdb", "framework_label"] == "Keras 3.15 on its torch backend"
+    v = only(claim.verdicts(data))
+    assert v.outcome == Outcome.REPRODUCED and v.ours == 64.0  # the torch model's crossover, not the Keras one's
+    assert "not a device comparison, what a user of Keras 3.15 on its torch backend meets" in v.ours_text
+    assert "cudnn on the GPU, python-op-loop on the CPU, 22,351 ATen ops a CPU step" in v.ours_text
+    assert [name for name, _, _ in v.parts] == ["torch autoencoder at batch 1, GPU/CPU",
+                                                "torch autoencoder at batch 512, GPU/CPU"]
+    # the backend is read off the rows, never assumed
+    store(tmp_path / "tf", CPU, CPU_MS, kernel="keras.autoencoder", predicted="framework-loop,framework-loop",
+          observed={"kernel": "", "detail": {}}, backend="tensorflow", versions={"keras": "3.14.0"})
+    epochs = claim.epoch_times(results.load(claim.NAME, tmp_path / "tf"), 100)
+    assert set(epochs.framework_label) == {"Keras 3.14 on its tensorflow backend"}
+
+
+def test_a_keras_pair_of_one_kernel_family_decides_like_torch(tmp_path):
+    # Keras's generic loop on both devices (the Q&A's comparison) is the same kernel on each: it compares the devices
+    loop = dict(observed={"kernel": "python-op-loop", "detail": {}}, predicted="python-op-loop,python-op-loop",
+                **KERAS_ON_TORCH)
+    store(tmp_path, CPU, CPU_MS, kernel="keras.autoencoder", **loop)
+    store(tmp_path, GPU, {1: 1.0, 8: 1.0, 64: 1.0, 512: 2.0}, kernel="keras.autoencoder", **loop)
+    v = only(claim.verdicts(results.load(claim.NAME, tmp_path)))
+    assert v.outcome == Outcome.NOT_REPRODUCED and "the devices compared" in v.ours_text
+    assert "not a device comparison" not in v.ours_text
+
+
+def test_no_model_of_one_kernel_family_leaves_the_devices_not_compared(tmp_path):
+    store(tmp_path, CPU, CPU_MS, kernel="keras.autoencoder", observed={"kernel": "python-op-loop", "detail": {}},
+          predicted="python-op-loop,python-op-loop", **KERAS_ON_TORCH)
+    store(tmp_path, GPU, {1: 6.0, 8: 3.0, 64: 5.0, 512: 8.0}, kernel="keras.autoencoder",
+          observed={"kernel": "cudnn", "detail": {}}, predicted="python-op-loop,cudnn", **KERAS_ON_TORCH)
+    v = only(claim.verdicts(results.load(claim.NAME, tmp_path)))
+    assert v.outcome == Outcome.NOT_MEASURED and v.ours is None
+    assert v.ours_text.startswith("no model ran one kernel family on both devices")
+
+
+@pytest.mark.parametrize(("gpu", "cpu", "same"), [
+    (("cudnn",), ("onednn",), True), (("miopen",), ("onednn",), True),
+    (("python-op-loop", "cudnn"), ("python-op-loop", "python-op-loop"), False), (("cudnn", "cudnn"), ("python-op-loop",
+                                                                                                       ), False),
+    (("framework-loop",), ("framework-loop",), True), (("framework-loop",), ("python-op-loop",), False),
+    (("mixed",), ("mixed",), False), (("",), ("",), False), ((), ("onednn",), False)])
+def test_kernel_families(gpu, cpu, same):
+    assert claim.same_family(gpu, cpu) is same
+
+
+def test_an_observation_the_prediction_does_not_name_wins():
+    row = pd.Series({"predicted_kernel": "cudnn,cudnn", "observed_kernel": "python-op-loop"})
+    assert claim.kernels_run(row) == ("python-op-loop",)
+    assert claim.kernels_run(pd.Series({"predicted_kernel": "python-op-loop,cudnn", "observed_kernel": "cudnn"})) == (
+        "python-op-loop", "cudnn")
+    assert claim.kernels_run(pd.Series({"predicted_kernel": "", "observed_kernel": "onednn"})) == ("onednn",)
+
+
+def test_each_gpu_set_reads_its_own_hosts_cpu(tmp_path):
+    other_cpu = dataclasses.replace(CPU, host="box-b", cpu_model="AMD EPYC")  # sorts first, another machine
+    store(tmp_path, other_cpu, {1: 50.0}, observed={"kernel": "onednn", "detail": {"aten_ops": 500}})
+    store(tmp_path, CPU, {1: 4.0}, observed={"kernel": "onednn", "detail": {"aten_ops": 400}})
+    store(tmp_path, GPU, {1: 2.0}, observed={"kernel": "cudnn", "detail": {"aten_ops": 600, "gpu_kernels": 250}})
+    data = results.load(claim.NAME, tmp_path)
+    assert sorted(data.hardware_id.unique())[0] == other_cpu.hardware_id
+    assert claim.host_cpu(data, GPU.hardware_id) == CPU.hardware_id
+    text = claim.pair_floor_text(data)
+    assert f"its own host's CPU, {CPU.hardware_id}: autoencoder (onednn LSTM), 4 ms per step" in text
+    assert other_cpu.hardware_id not in text and "400 aten ops" in text
+    assert claim.cpu_floor_text(data).startswith(f"{other_cpu.hardware_id}: autoencoder 100 us per op")
+    lone = claim.epoch_times(data, 100)
+    assert claim.cpu_curve_text(lone, other_cpu.hardware_id).startswith(f"on {other_cpu.hardware_id}")
+    alone = results.load(claim.NAME, tmp_path, sets="cuda-*")
+    assert "no CPU set of its own host" in claim.pair_floor_text(alone)
+
+
+@pytest.mark.parametrize(("rounds", "gpu_seed", "faster"), [
+    (5, 7, "gpu"),     # 5 paired rounds all below 1: 0.5^5 <= 0.05, decided
+    (4, 7, "tie"),     # 4 paired rounds: 0.5^4 > 0.05, undecided
+    (5, 8, "gpu"),     # 5 rounds each, timed apart: every GPU round beats every CPU round, 1/C(10, 5) <= 0.05
+    (2, 8, "tie"),     # 2 rounds each, timed apart: 1/C(4, 2) = 1/6 > 0.05, undecided
+])
+def test_a_batch_size_of_few_timings_is_decided_only_by_the_sign_or_the_rank_rule(tmp_path, rounds, gpu_seed, faster):
+    store(tmp_path, CPU, {1: 2.0, 512: 80.0}, rounds=rounds, seed=7)
+    store(tmp_path, GPU, {1: 6.0, 512: 8.0}, rounds=rounds, seed=gpu_seed)
+    table = claim.comparisons(results.load(claim.NAME, tmp_path)).set_index("batch")
+    assert table.loc[512, "fewest"] == rounds and table.loc[512, "faster"] == faster
+    assert ("decided by the rule for few timings" in table.loc[512, "few_words"]) is (faster != "tie")
+    v = only(claim.verdicts(results.load(claim.NAME, tmp_path)))
+    # the CPU is faster at batch 1 by the same rule: the largest end decides the verdict
+    assert v.outcome == (Outcome.REPRODUCED if faster == "gpu" else Outcome.INCONCLUSIVE)
+    assert v.low_precision == rounds  # either way the verdict rests on the rows of few timings
+    assert (f"({rounds} timings: a spread)" in v.parts[-1][0])
+
+
+def test_few_timings_that_cannot_change_the_verdict_are_not_what_it_rests_on(tmp_path):
+    # the GPU ahead at batch 1, on rows of many timings: not reproduced, whatever the few-timing largest end shows
+    store(tmp_path, CPU, {1: 2.0}, rounds=9, seed=3)
+    store(tmp_path, GPU, {1: 1.0}, rounds=9, seed=4)
+    store(tmp_path, CPU, {512: 80.0}, rounds=2, seed=5)  # 2 and 2 rounds timed apart: too few to decide
+    store(tmp_path, GPU, {512: 8.0}, rounds=2, seed=6)
+    v = only(claim.verdicts(results.load(claim.NAME, tmp_path)))
+    assert v.outcome == Outcome.NOT_REPRODUCED and v.low_precision is None
+    assert "undecided at batch 512 (rows of as few as 2 timings" in v.ours_text
+
+
+def test_the_rule_states_the_rule_for_few_timings_and_one_meaning_of_partly():
+    assert SIGN_RULE in claim.RULE and "partly if some are and some are not (partly means only this)" in claim.RULE
+    assert "faster at both ends" not in claim.RULE
+
+
+def test_the_stored_sets_keras_rows_name_the_backend_their_fingerprint_records():
+    data = results.load(claim.NAME)
+    stored = results.fingerprints(claim.NAME)
+    keras = data[data.kernel.str.startswith("keras.") & (data.status == "ok")]
+    checked = 0
+    for (hardware_id, fingerprint_id), rows in keras.groupby(["hardware_id", "fingerprint_id"]):
+        # a row stored before fingerprint ids: any fingerprint of its set; one before `keras_backend`: not checked
+        found = [fp for fp in stored[hardware_id] if fp["id"] == fingerprint_id] or stored[hardware_id]
+        recorded = {fp["keras_backend"] for fp in found if "keras_backend" in fp}
+        if recorded:
+            assert set(rows.backend) <= recorded
+            checked += 1
+        for _, row in rows.iterrows():
+            version = ".".join(json.loads(row.versions)["keras"].split(".")[:2])
+            assert claim.framework_words(row) == f"Keras {version} on its {row.backend} backend"
+    assert checked and (keras.backend == "torch").any()  # the H100's host ran Keras on its torch backend

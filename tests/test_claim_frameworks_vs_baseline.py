@@ -49,6 +49,15 @@ def rows(times: dict[tuple[str, str], float], hardware_id: str = "cpu-test", kin
     return out
 
 
+def both_clocks(times: dict[tuple[str, str], float], **options) -> list[dict]:
+    """`rows` per call, and the same timed DeepBench's way (`claim.QUEUED`), where the loop baseline takes torch.raw's
+    time: what a set measured since the loop baseline holds."""
+    queued = dict(times)
+    if ("torch.raw", "fp32") in times:
+        queued[(claim.LOOP, "fp32")] = times[("torch.raw", "fp32")]
+    return rows(times, **options) + rows(queued, config=claim.QUEUED_TEXT, **options)
+
+
 def frame(*parts: list[dict]) -> pd.DataFrame:
     data = pd.DataFrame([r for part in parts for r in part])
     data["samples"] = data.pop("samples_s")
@@ -75,7 +84,7 @@ def test_pairs_carry_every_seed_figure_of_table_2():
     by_name = {p.name: p for p in claim.pairs()}
     for first, second, seed in claim.SEED_TABLE2:
         assert by_name[f"{first} vs {second}"].seed_mpe == seed
-    assert by_name["DeepBench vs PyTorch AMP"].first == ("torch.raw", "fp32")
+    assert by_name["DeepBench vs PyTorch AMP"].first == (claim.DEEPBENCH, "fp32")  # the clock's baseline
     assert by_name["DeepBench vs PyTorch AMP"].second == ("torch.fused", claim.AMP)
     assert by_name["DeepBench skip-input vs PyTorch"].first == ("torch.raw_noinput", "fp32")
 
@@ -96,8 +105,10 @@ def claim_verdict(data: pd.DataFrame, hardware_id: str = "cpu-test"):
     (1.05, 0.8, Outcome.NOT_REPRODUCED),
 ])
 def test_verdict_rule(fused, keras, outcome):
-    verdict = claim_verdict(frame(rows(base_times(fused, keras), **GPU)), GPU["hardware_id"])
+    verdict = claim_verdict(frame(both_clocks(base_times(fused, keras), **GPU)), GPU["hardware_id"])
     assert verdict.outcome == outcome and verdict.statement == claim.STATEMENT
+    assert f"takes {fused:.2f}x" in verdict.ours_text and "cudnn.loop's time, both timed DeepBench's way" in \
+        verdict.ours_text
     assert verdict.ours == pytest.approx(fused) and verdict.low == pytest.approx(fused) == verdict.high
     assert [name for name, _, _ in verdict.parts] == ["PyTorch", "TensorFlow"]
 
@@ -128,17 +139,17 @@ def spread(data: pd.DataFrame, kernel: str, by: float) -> pd.DataFrame:
 def test_an_interval_across_a_threshold_is_inconclusive():
     # TensorFlow 2x PyTorch, give or take 40%: far slower or not, the data cannot tell; PyTorch holds
     gpu = GPU["hardware_id"]
-    verdict = claim_verdict(spread(frame(rows(base_times(1.5, 2.0), **GPU)), "keras.cudnn_auto", 0.4), gpu)
+    verdict = claim_verdict(spread(frame(both_clocks(base_times(1.5, 2.0), **GPU)), "keras.cudnn_auto", 0.4), gpu)
     assert verdict.outcome == Outcome.INCONCLUSIVE and "undecided" in verdict.ours_text
     # PyTorch fails (as fast as the baseline): partly or not reproduced, whichever way TensorFlow goes
-    verdict = claim_verdict(spread(frame(rows(base_times(1.0, 2.0), **GPU)), "keras.cudnn_auto", 0.4), gpu)
+    verdict = claim_verdict(spread(frame(both_clocks(base_times(1.0, 2.0), **GPU)), "keras.cudnn_auto", 0.4), gpu)
     assert verdict.outcome == Outcome.INCONCLUSIVE
     # the interval column shows both intervals that decided, the one that straddles 2x among them
     assert verdict.interval_text.startswith("PyTorch 1-1; TensorFlow ")
 
 
 def test_keras_on_another_backend_leaves_the_tensorflow_half_unmeasured():
-    verdict = claim_verdict(frame(rows(base_times(1.5, 0.8), backend="torch", **GPU)), GPU["hardware_id"])
+    verdict = claim_verdict(frame(both_clocks(base_times(1.5, 0.8), backend="torch", **GPU)), GPU["hardware_id"])
     assert verdict.outcome == Outcome.REPRODUCED  # the PyTorch half alone, and the statement says so
     assert verdict.statement.startswith(claim.PYTORCH_ONLY) and "TensorFlow half not measured" in verdict.ours_text
 
@@ -146,7 +157,7 @@ def test_keras_on_another_backend_leaves_the_tensorflow_half_unmeasured():
 def test_a_missing_half_is_not_measured():
     times = base_times(1.5, 3.0)
     del times[("keras.cudnn_auto", "fp32")]
-    verdict = claim_verdict(frame(rows(times, **GPU)), GPU["hardware_id"])
+    verdict = claim_verdict(frame(both_clocks(times, **GPU)), GPU["hardware_id"])
     assert verdict.outcome == Outcome.NOT_MEASURED and "keras.cudnn_auto" in verdict.ours_text
     assert claim_verdict(frame(rows(times))).outcome == Outcome.REPRODUCED  # a CPU set never needed it
     times = base_times(1.5, 3.0)
@@ -231,10 +242,11 @@ def test_the_prose_gives_every_sets_figure_and_only_the_verdicts():
     for v in verdicts[:2]:  # a CPU verdict gives Keras over torch.fused as context: the faster text's figure
         context = v.ours_text.split("(context: ")[1].removesuffix(" torch.fused)")
         assert f"takes {context} the time of PyTorch" in texts["cpu_faster"]
-    assert texts["cpu_mpe_pytorch"] == "-0.20 on cpu-other (8 configurations); -0.50 on cpu-test (8 configurations)"
+    assert texts["cpu_mpe_pytorch"] == ("-0.20 on cpu-other (8 configurations, torch.raw per call); "
+                                        "-0.50 on cpu-test (8 configurations, torch.raw per call)")
     for key in ("mpe_pytorch", "mpe_tf"):
         assert not re.search(r"\d\.\d+x", texts[f"cpu_{key}"] + texts[f"cuda_{key}"])  # no ratio beside the MPE
-    assert texts["cuda_mpe_tf"].endswith("configurations, Keras on torch)")
+    assert texts["cuda_mpe_tf"].endswith("configurations, torch.raw per call, Keras on torch)")
     assert "Keras on" not in texts["cuda_mpe_pytorch"] + texts["cpu_mpe_tf"]
 
 
@@ -335,9 +347,17 @@ def test_grid_quick_and_amp_precision():
     assert all(p.shape.features == p.shape.hidden for p in points)
     assert {p.precision for p in timed_points} == {"fp32", "bf16"}
     assert {p.kernel for p in timed_points if p.precision == "bf16"} == set(claim.DEFAULT_AMP_KERNELS)
-    assert sorted(p.kernel for p in points if p.config) == sorted(claim.PROFILED)
+    assert sorted(p.kernel for p in points if dict(p.config) == claim.IN_KERNEL) == sorted(claim.PROFILED)
+    # every queued kernel also timed DeepBench's way, at every precision it has, and the loop baseline (fp32) queued
+    queued = {(p.kernel, p.precision) for p in points if dict(p.config) == claim.QUEUED}
+    assert queued == {(p.kernel, p.precision) for p in timed_points} | {(claim.LOOP, "fp32")}
+    assert claim.LOOP not in {p.kernel for p in timed_points}  # DeepBench's call is only ever timed DeepBench's way
+    cut = claim.grid(kind="cpu", quick=True, hiddens=[32], batches=[2], timesteps=[20],
+                     queued_kernels=["torch.fused", claim.LOOP])
+    assert {(p.kernel, p.precision) for p in cut if dict(p.config) == claim.QUEUED} == {
+        ("torch.fused", "fp32"), ("torch.fused", "bf16"), (claim.LOOP, "fp32")}
     full = claim.grid(kind="cpu", quick=False, hiddens=[32, 64], batches=[2, 4], timesteps=[20, 40])
-    profiled = {(p.shape.hidden, p.shape.batch, p.shape.timesteps) for p in full if p.config}
+    profiled = {(p.shape.hidden, p.shape.batch, p.shape.timesteps) for p in full if dict(p.config) == claim.IN_KERNEL}
     assert profiled == {(32, 2, 20), (64, 4, 40)}
     # the AMP points follow the device kind asked for, not the machine the grid is built on
     gpu = claim.grid(kind="cuda", quick=True, hiddens=[32, 64], batches=[2, 4], timesteps=[20, 40])

@@ -4,6 +4,7 @@ right kernel, precision and shapes."""
 from __future__ import annotations
 
 import json
+from collections.abc import Sequence
 from pathlib import Path
 
 import numpy as np
@@ -13,6 +14,7 @@ import pytest
 from lstmstudy.claims import mixed_precision as claim
 from lstmstudy.errors import ParameterError
 from lstmstudy.rules import Outcome
+from lstmstudy.shapes import LSTMShape
 
 CPU = "cpu-xeon-test-2t"
 GPU = "cuda-h100-test"
@@ -32,14 +34,16 @@ def row(hardware_id: str, precision: str, phase: str, hidden: int, timesteps: in
 
 
 def frame(hardware_id: str, small: float, large: float, precision: str = "bf16",
-          phases: tuple[str, ...] = ("inference", "train")) -> pd.DataFrame:
-    """fp32 at 10 ms everywhere; `precision` `small`x faster at H=64 T=16, `large`x faster at H=1024 T=64,
-    and 1.0x at the shapes in between."""
+          phases: tuple[str, ...] = ("inference", "train"), large_steps: int = 64,
+          large_batch: int = 32) -> pd.DataFrame:
+    """fp32 at 10 ms everywhere; `precision` `small`x faster at H=64 T=16, `large`x faster at H=1024 T=64 (or
+    `large_steps`, `large_batch`: T=1000 B=256 is at the paper's sizes), and 1.0x at the shapes in between."""
     rows = []
     for phase in phases:
-        for hidden, steps, speedup in ((64, 16, small), (64, 64, 1.0), (1024, 16, 1.0), (1024, 64, large)):
-            rows.append(row(hardware_id, "fp32", phase, hidden, steps, 10.0))
-            rows.append(row(hardware_id, precision, phase, hidden, steps, 10.0 / speedup))
+        for hidden, steps, batch, speedup in ((64, 16, 32, small), (64, 64, 32, 1.0), (1024, 16, 32, 1.0),
+                                              (1024, large_steps, large_batch, large)):
+            rows.append(row(hardware_id, "fp32", phase, hidden, steps, 10.0, batch=batch))
+            rows.append(row(hardware_id, precision, phase, hidden, steps, 10.0 / speedup, batch=batch))
     return pd.DataFrame(rows)
 
 
@@ -100,17 +104,19 @@ def test_training_alone_is_not_measured():
     assert verdict.outcome == Outcome.NOT_MEASURED and "inference" in verdict.ours_text
 
 
-def amp(hardware_id: str, small: float, large: float) -> pd.DataFrame:
+def amp(hardware_id: str, small: float, large: float, **shape) -> pd.DataFrame:
     """The AMP step's fp16 rows (torch.fused under autocast, fp32 weights), beside torch.fused's fp32 rows."""
-    data = frame(hardware_id, small, large, precision="fp16")
+    data = frame(hardware_id, small, large, precision="fp16", **shape)
     return data.assign(config=data.config.where(data.precision == "fp32", claim.AMP_CONFIG))
 
 
 def test_the_headline_precision_and_step_depend_on_the_device_kind():
     # a GPU reads fp16 under autocast, the casts inside the step: bf16 rows, and fp16 held in 16 bits, that would
     # reproduce the claim are not what it reads
-    gpu = pd.concat([frame(GPU, 0.9, 1.5, precision="bf16"), frame(GPU, 0.9, 1.5, precision="fp16"),
-                     amp(GPU, 1.3, 1.0)], ignore_index=True)
+    at_paper = dict(large_steps=1000, large_batch=256)
+    gpu = pd.concat([frame(GPU, 0.9, 1.5, precision="bf16", **at_paper),
+                     frame(GPU, 0.9, 1.5, precision="fp16", **at_paper), amp(GPU, 1.3, 1.0, **at_paper)],
+                    ignore_index=True)
     assert outcome(gpu, GPU) == Outcome.NOT_REPRODUCED
     assert f"fp16 over fp32 ({claim.AMP_KERNEL})" in claim.verdicts(gpu)[0].ours_text
     # fp16 held in 16 bits alone leaves a GPU unmeasured, saying which step it lacks
@@ -190,14 +196,87 @@ def test_grid_interleaves_precisions_and_puts_keras_per_device_kind():
     assert max(p.shape.timesteps for p in quick) <= 16
 
 
+GPU_ONLY = ("deepbench_shapes", "paper_hiddens", "paper_timesteps", "paper_batches")
+
+
 def test_the_default_grids_per_device_kind():
     cpu, cuda = claim.CLAIM.defaults["cpu"], claim.CLAIM.defaults["cuda"]
     assert cuda["hiddens"] == cpu["hiddens"]  # DeepBench's shapes take a GPU to hidden 4096 and batch 128
     assert (cpu["deepbench_shapes"], cuda["deepbench_shapes"]) == (False, True)
-    assert {k: v for k, v in cpu.items() if k != "deepbench_shapes"} == {
-        k: v for k, v in cuda.items() if k != "deepbench_shapes"}
+    # the paper's block on a GPU only: a CPU's fp32 call at H=1024 T=1000 B=256 takes seconds
+    assert not (cpu["paper_hiddens"] or cpu["paper_timesteps"] or cpu["paper_batches"])
+    assert {k: v for k, v in cpu.items() if k not in GPU_ONLY} == {k: v for k, v in cuda.items() if k not in GPU_ONLY}
     assert len(claim.CLAIM.points("cuda")) > len(claim.CLAIM.points("cpu"))
     assert claim.CLAIM.parameters("cpu", hiddens=[64])["hiddens"] == [64]
+    assert not any(p.shape.batch >= claim.PAPER_MIN_BATCH for p in claim.CLAIM.points("cpu"))
+
+
+@pytest.mark.parametrize("select", ["all", "lease"])
+def test_the_gpu_grids_reach_the_papers_sizes_with_its_smaller_corners_kept(select):
+    """The lease's grid and the default one hold the AMP step's fp16 and fp32 inference at T >= 1000, H >= 512 and
+    B = 256 (hidden 512 and 1024 both), and still the smallest corner where part (i) is decided."""
+    points = claim.CLAIM.points("cuda", select=select)
+    inference = [p for p in points if p.kernel == claim.HEADLINE_KERNEL and p.phase == "inference"]
+    paper = {(p.shape.hidden, p.shape.timesteps, p.shape.batch) for p in inference
+             if claim.at_paper_sizes(p.shape.hidden, p.shape.timesteps, p.shape.batch)}
+    assert {(512, 1000, 256), (1024, 1000, 256)} <= paper
+    for shape in paper:
+        timed = {(p.precision, bool(p.config)) for p in inference
+                 if (p.shape.hidden, p.shape.timesteps, p.shape.batch) == shape}
+        assert {("fp32", False), ("fp16", True)} <= timed  # the AMP step and its fp32 row
+    smallest = min((p.shape for p in inference), key=lambda s: s.flops())
+    assert (smallest.hidden, smallest.timesteps, smallest.batch) == (64, 16, 32)
+    assert max((p.shape for p in inference), key=lambda s: s.flops()).timesteps >= claim.PAPER_MIN_TIMESTEPS
+
+
+def test_keras_mixed_float16_stands_beside_autocast_at_the_papers_sizes_on_a_gpu_only():
+    """Keras's mixed_float16 policy (the paper's TensorFlow AMP) is in the default GPU grid at every shape of the
+    paper's block, beside the AMP step; a CPU runs no fused Keras kernel, so its grid sets none beside autocast."""
+    from lstmstudy.kernels.keras_kernels import POLICIES
+
+    assert POLICIES["fp16"] == "mixed_float16"
+    gpu = claim.CLAIM.points("cuda")
+    paper = {p.shape for p in gpu if p.shape.batch == claim.PAPER_MIN_BATCH and p.kernel == claim.HEADLINE_KERNEL}
+    keras = {p.shape for p in gpu if p.kernel == claim.KERAS_KERNEL and p.precision == "fp16"
+             and p.phase == "inference"}
+    assert paper and paper <= keras
+    cpu_keras = [p for p in claim.CLAIM.points("cpu") if p.kernel == claim.KERAS_KERNEL]
+    assert len({p.shape for p in cpu_keras}) == 1  # one shape, context for the generic loop's cost
+
+
+def test_the_sweep_times_each_group_in_enough_rounds_for_an_interval(monkeypatch):
+    """A step that fills a round's burst with one call (the paper's sizes on a GPU, H=1024 on a CPU) gets ROUNDS
+    timings, at least the 7 a 95% interval needs (`rules.LOW_PRECISION_TIMINGS`), with the same sampling time; a
+    quick run keeps the quick plan."""
+    from lstmstudy import sweep
+    from lstmstudy.rules import LOW_PRECISION_TIMINGS
+
+    plans = []
+    monkeypatch.setattr(sweep, "run", lambda name, points, prepare, plan, **options: plans.append(plan))
+    claim.measure([], device="cpu", min_time=0.1)
+    claim.measure([], device="cpu", min_time=0.1, quick=True)
+    full, quick = plans
+    assert full.rounds == claim.ROUNDS >= LOW_PRECISION_TIMINGS and full.burst_s * full.rounds == pytest.approx(0.1)
+    assert sum(full.each().rounds for _ in range(full.processes)) >= LOW_PRECISION_TIMINGS
+    assert quick.rounds == 2
+
+
+def test_the_gpu_plan_prices_the_papers_sizes_from_their_flops():
+    """Each point's planned call is never faster than its arithmetic at the full GEMM rate the H100 measured (54
+    TFLOP/s fp32), the paper's largest fp32 call is planned at twice that bound, and the claim's and the lease's
+    seconds per point are the means of the points' plans, so the lease's plan adds every point's."""
+    from lstmstudy import contract
+
+    for p in claim.CLAIM.points("cuda"):
+        rate = 54.2e12 if p.precision == "fp32" else 771.7e12
+        assert claim.planned_call_s(p) >= p.shape.flops(p.phase) / rate
+    largest = contract.Point(claim.HEADLINE_KERNEL, LSTMShape(batch=256, timesteps=1000, features=32, hidden=1024))
+    assert claim.planned_call_s(largest) == pytest.approx(largest.shape.flops() / 26.5e12)
+    assert claim.planned_point_s(largest) == pytest.approx(0.5 + 17 * largest.shape.flops() / 26.5e12)
+    lease = claim.CLAIM.points("cuda", select="lease")
+    assert claim.CLAIM.lease.seconds_per_point * len(lease) == pytest.approx(
+        sum(map(claim.planned_point_s, lease)), abs=0.02 * len(lease))
+    assert claim.CLAIM.seconds_per_point["cuda"] > claim.PLAN_BASE_S  # the paper's block costs more than the rest
 
 
 @pytest.mark.parametrize("bad", [dict(hiddens=[]), dict(batch_sweep=[0]), dict(sweep_hidden=True),
@@ -280,15 +359,174 @@ def test_the_pages_words_hold_with_or_without_a_gpu_set():
     assert "the module held in the 16-bit type on a GPU" not in markdown
 
 
+def few(data: pd.DataFrame, hidden: int = 1024, timesteps: int = 64, seed: int | None = None,
+        speedups: Sequence[float] | None = None) -> pd.DataFrame:
+    """`data` with its (hidden, timesteps) rows timed in 5 single-sample rounds, and every row in rounds (with one
+    seed: interleaved); `speedups`: the 16-bit rows' per-round speed-ups there (the fp32 rows at 10 ms)."""
+    data = data.assign(round_sizes=[[2, 2, 2, 2, 1]] * len(data), round_seed=seed)
+    at = (data.hidden == hidden) & (data.timesteps == timesteps)
+    data.loc[at, "round_sizes"] = data.loc[at, "round_sizes"].map(lambda _: [1, 1, 1, 1, 1])
+    data.loc[at, "samples"] = data.loc[at, "samples"].map(lambda s: s[:5])
+    if speedups is not None:
+        low = at & (data.precision != "fp32")
+        data.loc[low, "samples"] = data.loc[low, "samples"].map(lambda _: [10.0 / x / 1e3 for x in speedups])
+        data.loc[at & (data.precision == "fp32"), "samples"] = data.loc[at & (data.precision == "fp32"),
+                                                                         "samples"].map(lambda _: [10.0 / 1e3] * 5)
+    data.loc[at, "median_s"] = data.loc[at, "samples"].map(np.median)
+    return data
+
+
 def test_a_part_resting_on_a_handful_of_timings_is_undecided_and_its_spread_is_no_95_percent_interval():
-    """The largest shape timed in 5 single-sample rounds: part (ii) could go either way, so a claim that would
-    be reproduced is inconclusive, and its spread is named for what it is."""
-    data = frame(CPU, 0.9, 1.5).assign(round_sizes=[[2, 2, 2, 2, 1]] * 16)
-    few = (data.hidden == 1024) & (data.timesteps == 64)
-    data.loc[few, "samples"] = data.loc[few, "samples"].map(lambda s: s[:5])
-    data.loc[few, "round_sizes"] = data.loc[few, "round_sizes"].map(lambda _: [1, 1, 1, 1, 1])
-    verdict = next(v for v in claim.verdicts(data) if v.hardware_id == CPU)
+    """The largest shape timed in 5 single-sample rounds, apart from its fp32 row, whose ratios straddle part (ii)'s
+    edge: part (ii) could go either way, so a claim that would be reproduced is inconclusive, and its spread is named
+    for what it is: few timings."""
+    verdict = next(v for v in claim.verdicts(few(frame(CPU, 0.9, 1.5), speedups=[1.5, 1.2, 1.0, 1.3, 1.4]))
+                   if v.hardware_id == CPU)
     assert verdict.outcome == Outcome.INCONCLUSIVE
-    assert "part (i) holds, part (ii) undecided (low precision: it rests on a row of 5 timings" in verdict.ours_text
-    assert "1.50x (low precision, the spread of 5 timings " in verdict.ours_text
+    assert "part (i) holds, part (ii), a CPU analogue at the grid's largest shape" in verdict.ours_text
+    assert "undecided (few timings: it rests on a row of 5 timings" in verdict.ours_text
+    assert "x (few timings, the spread of 5: " in verdict.ours_text
+    assert verdict.low_precision == 5 and "low precision" not in verdict.ours_text
     assert outcome(frame(CPU, 0.9, 1.5).assign(round_sizes=[[2, 2, 2, 2, 1]] * 16)) == Outcome.REPRODUCED
+
+
+def test_few_timings_timed_apart_decide_by_their_ranks_when_every_ratio_agrees():
+    """Rows timed apart (no shared rounds): 5 and 5 round medians, every ratio of one to the other above part (ii)'s
+    edge, happen by chance with probability 1/C(10, 5) at most, so they decide it (the rank half of the rule)."""
+    verdict = next(v for v in claim.verdicts(few(frame(CPU, 0.9, 1.5), speedups=[1.4, 1.5, 1.6, 1.45, 1.55])))
+    assert verdict.outcome == Outcome.REPRODUCED
+    assert "rounds timed apart" in verdict.ours_text and "1/C(10, 5)" in verdict.ours_text
+
+
+@pytest.mark.parametrize(("speedups", "expected", "words"), [
+    ([1.4, 1.5, 1.6, 1.45, 1.55], Outcome.REPRODUCED, "part (ii), a CPU analogue"),  # 5 of 5 above 1.10: decided
+    ([1.4, 1.5, 1.6, 1.45, 1.05], Outcome.INCONCLUSIVE, "undecided (few timings"),    # one round below: undecided
+    ([1.0, 1.02, 0.98, 1.05, 1.01], Outcome.PARTLY, "fails (a row of 5 timings"),     # 5 of 5 below: fails
+])
+def test_few_timings_decide_a_part_when_all_their_paired_rounds_agree(speedups, expected, words):
+    """The rule for few timings (a sign test): 5 paired rounds all on one side of part (ii)'s edge decide it."""
+    verdict = next(v for v in claim.verdicts(few(frame(CPU, 0.9, 1.5), seed=7, speedups=speedups)))
+    assert verdict.outcome == expected and words in verdict.ours_text
+    if expected != Outcome.INCONCLUSIVE:
+        assert "decided by the rule for few timings" in verdict.ours_text and "0.5^5 = 0.031" in verdict.ours_text
+    assert claim.RULE.endswith(claim.SIGN_RULE[1:])
+
+
+def paper(hardware_id: str, small: float, large: float, paper_ratio: float | None) -> pd.DataFrame:
+    """A GPU set's AMP step: `amp` rows (H=64 T=16 and H=1024 T=64 at B=32) and, where `paper_ratio` is given, the
+    paper's H=1024 T=1000 B=256 at that speed-up; its held fp16 rows 3x faster everywhere."""
+    data = amp(hardware_id, small, large)
+    if paper_ratio is not None:
+        data = pd.concat([data, pd.DataFrame([
+            row(hardware_id, "fp32", "inference", 1024, 1000, 80.0, batch=256, observed="cudnn"),
+            {**row(hardware_id, "fp16", "inference", 1024, 1000, 80.0 / paper_ratio, batch=256, observed="cudnn"),
+             "config": claim.AMP_CONFIG},
+            row(hardware_id, "fp16", "inference", 1024, 1000, 80.0 / 3, batch=256, observed="cudnn")])],
+            ignore_index=True)
+    return data
+
+
+def test_a_gpu_set_without_the_papers_sizes_reads_not_measured_there_never_fails():
+    """Its largest shape failing part (ii) says nothing of the paper's sizes: part (ii) is not measured there, so
+    the verdict is 'not measured', with part (i) and the largest shape shown; with the paper's row, that row decides."""
+    (verdict,) = claim.verdicts(paper(GPU, 0.8, 1.0, None))
+    assert verdict.outcome == Outcome.NOT_MEASURED and verdict.ours is None
+    assert verdict.ours_text.startswith("not measured at the paper's sizes: ")
+    assert "part (i) holds, part (ii) not measured at the paper's sizes" in verdict.ours_text
+    assert "part (ii) fails" not in verdict.ours_text and "(not at the paper's sizes)" in verdict.ours_text
+    assert [name for name, _, _ in verdict.parts] == ["part (i)"]
+    for ratio, expected in ((1.3, Outcome.REPRODUCED), (1.0, Outcome.PARTLY)):
+        (verdict,) = claim.verdicts(paper(GPU, 0.8, 1.0, ratio))
+        assert verdict.outcome == expected and verdict.ours == pytest.approx(ratio)
+        assert "at the paper's sizes" in verdict.ours_text and "H=1024 T=1000 B=256" in verdict.ours_text
+
+
+def test_a_cpu_set_reads_part_ii_at_the_papers_sizes_where_it_holds_them():
+    """A CPU grid taken to the paper's sizes (a `grid` override) decides part (ii) there, not at a larger shape, and
+    no longer calls it below the paper's sizes; without them, at its grid's largest shape, named as smaller."""
+    at_paper = frame(CPU, 0.9, 1.3, large_steps=1000, large_batch=256)
+    larger = pd.DataFrame([row(CPU, "fp32", "inference", 4096, 128, 50.0, batch=256),
+                           row(CPU, "bf16", "inference", 4096, 128, 50.0 / 0.9, batch=256)])
+    (verdict,) = claim.verdicts(pd.concat([at_paper, larger], ignore_index=True))
+    assert verdict.outcome == Outcome.REPRODUCED and verdict.ours == pytest.approx(1.3)
+    assert "part (ii), a CPU analogue at the paper's sizes (its fp32 step ran at" in verdict.ours_text
+    assert "below the paper's sizes" not in verdict.ours_text
+    (smaller,) = claim.verdicts(frame(CPU, 0.9, 1.3))
+    assert "a CPU analogue at the grid's largest shape (H=1024 T=64 B=32, below the paper's sizes" in smaller.ours_text
+
+
+def test_part_ii_reads_the_paper_row_with_the_most_flops_not_a_larger_shape_elsewhere():
+    """A shape with more FLOPs than the paper's but fewer than 1000 time steps does not decide part (ii) on a GPU."""
+    data = paper(GPU, 0.8, 1.0, 1.3)
+    big = [row(GPU, "fp32", "inference", 4096, 128, 50.0, batch=256, observed="cudnn"),
+           {**row(GPU, "fp16", "inference", 4096, 128, 50.0 / 0.9, batch=256, observed="cudnn"),
+            "config": claim.AMP_CONFIG}]
+    (verdict,) = claim.verdicts(pd.concat([data, pd.DataFrame(big)], ignore_index=True))
+    assert verdict.outcome == Outcome.REPRODUCED and verdict.ours == pytest.approx(1.3)
+    ends = claim.extremes(pd.concat([data, pd.DataFrame(big)], ignore_index=True))
+    ends = ends[ends.phase == "inference"].set_index("end")
+    assert ends.loc["largest", "shape"] == "H=4096 T=128 B=256"
+    assert ends.loc[claim.ENDS[2], "shape"] == "H=1024 T=1000 B=256"
+
+
+def test_the_stored_h100_set_reads_not_measured_at_the_papers_sizes():
+    """The first GPU set stops at H=1024 T=128 B=32: part (i) is decided there, part (ii) is not measured at the
+    paper's sizes, whatever its 0.99x says; a CPU set's part (ii) is an analogue at its grid's largest shape, in
+    bf16."""
+    from lstmstudy import results
+
+    verdicts = {v.hardware_id: v for v in claim.CLAIM.judge(results.load(claim.NAME))}
+    h100 = verdicts["cuda-h100-80gb-hbm3-2a1d35"]
+    assert h100.outcome == Outcome.NOT_MEASURED and "part (ii) fails" not in h100.ours_text
+    assert "part (i) holds, part (ii) not measured at the paper's sizes" in h100.ours_text
+    assert claim.keras_words(results.load(claim.NAME))["cuda-h100-80gb-hbm3-2a1d35"].startswith(
+        "Keras 3.15.1 on its torch backend")  # the paper's TensorFlow AMP ran as Keras-on-torch's policy there
+    for hardware_id, verdict in verdicts.items():
+        assert "low precision" not in verdict.ours_text
+        if hardware_id.startswith("cpu-") and "part (ii)" in verdict.ours_text:
+            assert "bf16 over fp32" in verdict.ours_text and "fp16" not in verdict.ours_text
+            assert "a CPU analogue at the grid's largest shape" in verdict.ours_text
+
+
+def test_every_row_shows_its_achieved_tflops_beside_the_roofline():
+    """Achieved TFLOP/s = FLOPs / median time, beside the set's limit at the row's type, and the share; a set with
+    no roofline leaves them empty; the stored H100's largest fp32 inference row runs at a sixth of its GEMM rate."""
+    from lstmstudy import results
+    from lstmstudy.roofline import Limit
+
+    data = frame(CPU, 0.9, 1.5, phases=("inference",))
+    limits = {CPU: {"fp32": Limit(2e12, 2e12, "GEMM n=2048"), "bf16": Limit(4e12, 4e12, "GEMM n=2048")}}
+    table = claim.roofline_table(data, limits=limits)
+    assert len(table) == len(claim.speedups(data)) == 4
+    top = table[(table.hidden == 1024) & (table.timesteps == 64)].iloc[0]
+    flops = LSTMShape(batch=32, timesteps=64, features=32, hidden=1024).flops()
+    assert top["fp32 TFLOP/s"] == pytest.approx(flops / 10e-3 / 1e12)
+    assert top["16-bit TFLOP/s"] == pytest.approx(1.5 * flops / 10e-3 / 1e12)
+    assert top["fp32 share %"] == pytest.approx(100 * flops / 10e-3 / 2e12)
+    assert top["16-bit roofline TFLOP/s"] == pytest.approx(4.0) and "GEMM n=2048" in top["roofline set by"]
+    bare = claim.roofline_table(data, limits={})
+    assert bare["fp32 share %"].isna().all() and set(bare["roofline set by"]) == {"no roofline stored"}
+
+    stored = claim.roofline_table(results.load(claim.NAME)).set_index(["hardware_id", "kernel", "phase", "hidden",
+                                                                      "timesteps", "batch"])
+    h100 = stored.loc[("cuda-h100-80gb-hbm3-2a1d35", claim.AMP_KERNEL, "inference", 1024, 128, 32)]
+    assert h100["fp32 TFLOP/s"] == pytest.approx(8.89, rel=0.01) and h100["fp32 roofline TFLOP/s"] > 50
+    assert h100["fp32 share %"] < 20 and h100["16-bit share %"] < 2
+
+
+def test_the_page_glues_the_rule_from_the_claim_and_calls_bf16_bf16():
+    """The page prints the rule the code decides by, glued, never a hand-written copy of its thresholds; no word
+    calls a bf16 figure an fp16 one, and 'low precision' never stands for few timings."""
+    import nbformat
+
+    nb = nbformat.read(Path(__file__).resolve().parent.parent / "notebooks" / f"{claim.CLAIM.stem}.ipynb",
+                       as_version=4)
+    code = "\n".join(c.source for c in nb.cells if c.cell_type == "code")
+    markdown = " ".join(" ".join(c.source for c in nb.cells if c.cell_type == "markdown").split())
+    assert "notebook.judge(claim.CLAIM" in code and "{glue:text}`c03_rule`" in markdown  # judge glues the rule
+    from lstmstudy import notebook
+
+    assert notebook.rule_glue(claim.CLAIM, [])["c03_rule"] == claim.RULE
+    assert f"{claim.LARGE_MIN:.2f}" not in markdown and "at or above" not in markdown  # the rule's words are glued
+    assert "fp16 speed-up" not in markdown and "fp16 speed-up" not in claim.CLAIM.figure_words
+    assert "bf16" in claim.CLAIM.figure_words and "low precision" not in markdown.lower()

@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 import torch
 
-from lstmstudy import cli, errors, paths, results, toc
+from lstmstudy import cli, errors, paths, results, rules, toc
 
 
 def run(*args: str) -> subprocess.CompletedProcess:
@@ -129,6 +129,7 @@ def test_reproduce_no_measure_renders_where_the_measuring_stack_is_not_installed
     assert done.returncode == 2, done.stdout + done.stderr
     assert "published.ipynb failed in cell" in done.stderr and "torch belongs to the measuring house" in done.stderr
     assert (book / "claims" / "01_demo.ipynb").exists() and (book / "claims_table.md").exists()
+    assert (book / "outcome_words.md").read_text() == rules.glossary()
     for name in (*cli.SUMMARY_PAGES, *cli.GUIDE_PAGES):
         _parameterised_notebook(src / f"{name}.ipynb", f"print({name!r})")
     done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=300)
@@ -149,9 +150,11 @@ def test_missing_pages_are_named_before_the_book_is_built(tmp_path):
         nbformat.write(nbformat.v4.new_notebook(), tmp_path / name)
     # the glob takes the pages there; a claim notebook's page that is not there yet is named all the same
     assert toc.toc_files(tmp_path / "_toc.yml") == ["book/intro", "book/claims/02_more", "book/ledger"]
-    assert toc.missing_pages(tmp_path) == ["book/ledger", "book/claims/01_demo", "book/claims_table.md"]
+    assert toc.missing_pages(tmp_path) == ["book/ledger", "book/claims/01_demo", "book/claims_table.md",
+                                           "book/outcome_words.md"]
     nbformat.write(nbformat.v4.new_notebook(), tmp_path / "book" / "ledger.ipynb")
     (tmp_path / "book" / "claims_table.md").write_text("| claim |\n")
+    (tmp_path / "book" / "outcome_words.md").write_text("(outcome-words)=\n")
     assert toc.missing_pages(tmp_path) == ["book/claims/01_demo"]
 
 

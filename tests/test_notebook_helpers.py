@@ -72,6 +72,17 @@ def test_a_set_measured_from_a_dirty_tree_says_so(tmp_path):
     assert set(notebook.hardware_sets(skipped).evidence) == {"not measured"}
     assert set(notebook.hardware_sets(skipped).timing) == {"nothing timed"}
     assert "- **What the source says:** " + claim.SEED_FIGURE in box and "- **The claim tested:** " in box
+    assert "{ref}`what each word means <outcome-words>`" in box
+
+
+def test_a_gpu_set_that_could_not_time_the_claim_is_not_called_absent(tmp_path):
+    """Claim 7's H100 set holds rows skipped for want of a second GPU: the box says a GPU set is stored and why it
+    did not measure the claim, not that none is stored."""
+    _store(tmp_path, "cuda-one-gpu", False)
+    data = results.load(claim.NAME, tmp_path).assign(status="skipped")
+    box = notebook.glance(claim.CLAIM, data, [verdict("cuda-one-gpu", Outcome.NOT_MEASURED)], tmp_path)
+    assert "No GPU set is stored" not in box
+    assert "**1 GPU set(s) stored, none of which could time this claim" in box
 
 
 def test_a_gpu_hosts_cpu_set_is_named_by_the_verdict_it_is_paired_in(tmp_path):

@@ -45,6 +45,7 @@ def test_a_claim_page_glues_the_verdicts_the_code_computes_now(claim):
     verdicts = claim.judge(data)
     expected = notebook.verdict_glue(f"c{claim.number}", [v for v in verdicts if v.rule == claim.rule])
     expected[f"c{claim.number}_glance"] = notebook.glance(claim, data, verdicts)
+    expected.update(notebook.rule_glue(claim, verdicts))  # the rule the page states is the code's, with its history
     found = glued(page)
     assert {k: found.get(k) for k in expected} == expected, f"{page.name} {STALE}"
 

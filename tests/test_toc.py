@@ -7,7 +7,7 @@ from pathlib import Path
 
 from registered import differences
 
-from lstmstudy import ledger, toc
+from lstmstudy import ledger, rules, toc
 from lstmstudy.claims import registry
 from lstmstudy.cli import SUMMARY_PAGES, claim_notebooks
 
@@ -37,9 +37,17 @@ def test_the_landing_page_lists_the_registered_claims_in_order():
     assert "```{include} claims_table.md\n```" in (ROOT / "book" / "intro.md").read_text()
     written = (ROOT / "book" / toc.CLAIMS_TABLE).read_text()
     assert written == ledger.claims_table(), "book/claims_table.md is stale: run `lstmstudy reproduce --no-measure`"
+
     rows = [line.split(" | ")[0] for line in written.splitlines() if line.startswith("| {doc}")]
     assert rows == [f"| {{doc}}`{int(c.number)} <claims/{c.stem}>`" for c in registry(judged_only=True)]
     assert all(c.says for c in registry(judged_only=True)), "each claim says what its sources say (`Claim.says`)"
+
+
+def test_the_landing_page_includes_the_glossary_the_code_defines_and_every_outcome_has_a_meaning():
+    assert "```{include} outcome_words.md\n```" in (ROOT / "book" / "intro.md").read_text()
+    written = (ROOT / "book" / toc.GLOSSARY).read_text()
+    assert written == rules.glossary(), "book/outcome_words.md is stale: run `lstmstudy reproduce --no-measure`"
+    assert all(f"- **{outcome.value}**: " in written for outcome in rules.Outcome)
 
 
 def test_the_ledger_and_the_conclusions_are_in_the_toc_and_have_sources():

@@ -43,19 +43,20 @@ if TYPE_CHECKING:  # the claims' analysis runs without torch; only measuring nee
 #: the order a GPU node measures them (`--claims gpu-order`), the most telling first, with each one's plan
 #: (`Claim.estimate_s("cuda")`); a claim not named here comes after them, in claim order. The seconds per point are
 #: what the first lease measured (an H100 80GB HBM3, 2026-11-26: the rows' `created_at` over each claim's points,
-#: the lease grid and the default one), rounded up; compiles, 07 and masked Keras loops were not reached there and
-#: stay planned. tests/test_claims.py keeps the first five within 16 minutes of measuring, and the whole within 27.
+#: the lease grid and the default one), rounded up, except where marked planned: the rows issue 44 added (claim 3 at
+#: the paper's sizes, claim 4 queued and against the C++ loop, claim 6's paired idle windows) have not been measured
+#: yet. tests/test_claims.py keeps the first five within 16 minutes of measuring, and the whole within 27.
 GPU_ORDER = (
-    "06_energy",                  # 24 x 8.0 s             = 192 s (fp32; 5 interleaved energy windows of >= 1 s)
+    "06_energy",                  # 20 x 13.0 s            = 260 s (planned: 5 windows of >= 1 s, each after a 1 s idle)
     "01_cudnn_fallback",          # 84 x 0.5 s + 2 x 60 s  = 162 s (torch.compiled last, one cold compile each)
-    "03_mixed_precision",         # 152 x 0.5 s            =  76 s (44 at DeepBench's training shapes, 18 autocast)
-    "04_frameworks_vs_baseline",  # 132 x 0.85 s           = 112 s (20 of them: raw cuDNN at DeepBench's shapes)
+    "03_mixed_precision",         # 208 points             = 128 s (planned per point from FLOPs: planned_point_s)
+    "04_frameworks_vs_baseline",  # 252 x 1.1 s            = 277 s (planned: each row per call and queued, cudnn.loop)
     "02_cpu_vs_gpu_batch",        # 20 x 4.0 s             =  80 s (each point on the GPU and on its host's CPU)
-    #                               the first five           622 s, 10 minutes
+    #                               the first five           907 s, 15 minutes
     "05_bucketing",               # 12 x 16 s              = 192 s (8 layers, whole epochs of real PTB)
     "07_parallel_training",       # 6 x 5.0 s              =  30 s (one GPU: the 2 one-device points; 4 need >= 2)
     "kernels",                    # 84 x 1.0 s + 6 x 60 s  = 444 s (torch.compiled last)
-)                                 # total                   1288 s, 21 minutes
+)                                 # total                   1573 s, 26 minutes
 #: the claims a 15-minute GPU lease measures first, each on its `Lease` grid (the points its verdict reads), in this
 #: order: 04 last, as its raw baseline (a CUDA graph of cuDNN under the profiler) is the riskiest path, and 02 before
 #: it, as its host-CPU half must finish too. `lstmstudy measure --plan lease` then measures the default grids in

@@ -66,10 +66,10 @@ from lstmstudy.claims import Claim
 from lstmstudy.errors import ParameterError
 from lstmstudy.observe import what_ran
 from lstmstudy.parameters import check_choices, check_positive_ints
-from lstmstudy.rules import (ONE_BURST_WORDS, Bands, Outcome, Verdict, interval_label, low_precision,
-                             low_precision_words, one_burst_sets)
+from lstmstudy.rules import (ONE_BURST_WORDS, SIGN_RULE, Bands, Outcome, Verdict, few_timings, interval_label,
+                             low_precision, one_burst_sets)
 from lstmstudy.shapes import LSTMShape
-from lstmstudy.stats import interleaved, row_ratio, with_intervals
+from lstmstudy.stats import interleaved, row_ratio, row_round_ratios, with_intervals
 
 if TYPE_CHECKING:  # measuring imports torch; the analysis below runs without it
     from lstmstudy.sweep import SweepReport
@@ -93,7 +93,7 @@ RULE = (f"decided per hardware set on the 95% interval of auto buckets' speed-up
         f"log scale); exceeds the seed above {_EDGES[2]:.2f}x; partly within {_EDGES[0]:.2f}x-{_EDGES[1]:.2f}x; not "
         f"reproduced below {_EDGES[0]:.2f}x; inconclusive if it straddles an edge. The speed-up over padding to the "
         f"corpus maximum is shown beside it as context. A set without whole-epoch timings on the real lengths gets "
-        f"no verdict: a sampled epoch's interval leaves out the sampling error")
+        f"no verdict: a sampled epoch's interval leaves out the sampling error. {SIGN_RULE[0].upper()}{SIGN_RULE[1:]}")
 BANDS = Bands(_EDGES, (Outcome.NOT_REPRODUCED, Outcome.PARTLY, Outcome.REPRODUCED, Outcome.EXCEEDS))
 
 #: the edges of time / work's regions (`tracking`), and what each region reads, below the first edge to above the
@@ -332,7 +332,7 @@ def speedups(results: pd.DataFrame) -> pd.DataFrame:
     """
     ok = _with_config(results)
     cols = [*_setting_columns(), "plan", "baseline", "ratio", "ratio_lo", "ratio_hi", "work_ratio", "tracking",
-            "tracking_lo", "tracking_hi", "paired", "low_precision"]
+            "tracking_lo", "tracking_hi", "paired", "low_precision", "round_ratios"]
     if ok.empty:
         return pd.DataFrame(columns=cols)
     rows = []
@@ -352,7 +352,8 @@ def speedups(results: pd.DataFrame) -> pd.DataFrame:
                              "tracking": ratio / work, "tracking_lo": lo / work, "tracking_hi": hi / work,
                              "paired": interleaved(base, row),
                              "low_precision": low_precision(getattr(base, "round_sizes", None),
-                                                              getattr(row, "round_sizes", None))})
+                                                              getattr(row, "round_sizes", None)),
+                             "round_ratios": row_round_ratios(base, row) * base.scale / row.scale})
     return pd.DataFrame(rows, columns=cols).sort_values([*_setting_columns(), "baseline", "plan"], key=_plan_order,
                                                         ).reset_index(drop=True)
 
@@ -460,8 +461,9 @@ def verdicts(results: pd.DataFrame) -> list[Verdict]:
             text += (f"; context, not deciding: {o.ratio:.2f}x (95% interval {o.ratio_lo:.2f}-{o.ratio_hi:.2f}) over "
                      f"padding to the corpus maximum (padded work {o.work_ratio:.2f}x less)")
         outcome = BANDS.decide(head.ratio_lo, head.ratio_hi)
-        if pd.notna(few):  # one configuration decides: its few timings cannot settle it
-            outcome, text = Outcome.INCONCLUSIVE, f"{text}; {low_precision_words(int(few))}"
+        if pd.notna(few):  # one configuration decides: its few timings decide only where its rounds agree
+            outcome, why = few_timings(BANDS, int(few), list(head.round_ratios))
+            text = f"{text}; {why}"
         out.append(Verdict(NAME, STATEMENT, hardware_id, SEED_FIGURE, float(head.ratio), text, outcome, RULE,
                            float(head.ratio_lo), float(head.ratio_hi),
                            low_precision=None if pd.isna(few) else int(few)))

@@ -10,6 +10,11 @@ Keras to its generic kernel without a word. Keras 3 does not warn.
   profiler cannot see what TensorFlow placed where).
 - Torch backend (`KERAS_BACKEND=torch`): plain eager calls on torch tensors, as Keras runs them; what
   ran is observed by the profiler (`lstmstudy.observe`).
+- Jax backend (`KERAS_BACKEND=jax`): the step is `jax.jit` of the model's `stateless_call` (and its gradient),
+  compiled once here, as Keras's own jax trainer compiles its steps: the generic kernel is a `lax.scan` loop XLA
+  compiles, the closest counterpart to TensorFlow's graph loop, and on a GPU `keras.cudnn_auto` runs cuDNN through
+  `jax.experimental.rnn`. What it will run is predicted from the lowered program (`hlo_kernel`); the torch
+  profiler cannot see jax, so nothing is observed. The sync waits for the step's own outputs (`JaxSync`).
 
 Weights come in through `LSTMWeights` (PyTorch layout): Keras's `kernel` (I, 4H) is `w_ih.T`, its
 `recurrent_kernel` (H, 4H) is `w_hh.T` and its single `bias` is `b_ih + b_hh`; the gate order
@@ -22,6 +27,7 @@ Without Keras installed this module still imports, and `unavailable` says so, so
 
 from __future__ import annotations
 
+import re
 import signal
 import subprocess
 import sys
@@ -50,12 +56,17 @@ def unavailable(device: torch.device, precision: str) -> str | None:
         return "keras is not installed"
     if device.type not in ("cpu", "cuda"):
         return f"Keras kernels run on 'cpu' or 'cuda', not {device.type!r}"
-    if name not in ("tensorflow", "torch"):
-        return f"Keras backend {name!r} is not supported here; set KERAS_BACKEND to tensorflow or torch"
+    if name not in ("tensorflow", "torch", "jax"):
+        return f"Keras backend {name!r} is not supported here; set KERAS_BACKEND to tensorflow, torch or jax"
     if device.type == "cpu":
         return tensorflow_refuses(precision) if name == "tensorflow" and precision != "fp32" and isa_cap() else None
     if name == "torch":
         return None if torch.cuda.is_available() else "Keras runs on torch, and torch sees no GPU"
+    if name == "jax":
+        gpus = jax_gpus()
+        index = device.index or 0
+        return None if index < len(gpus) else (f"Keras runs on jax, and jax sees {len(gpus)} GPU(s), so it has no "
+                                               f"GPU {index} (is jax's CUDA plugin installed?)")
     import tensorflow as tf
 
     if not tf.test.is_built_with_cuda():
@@ -127,6 +138,8 @@ def _build(name: str, shape: LSTMShape, device: torch.device, precision: str, ph
     x, target = make_inputs(shape)
     if on_tensorflow:
         runner = _tensorflow_runner(model, variables, x, target, device, phase)
+    elif keras_backend() == "jax":
+        runner = _jax_runner(model, variables, x, target, device, phase, precision)
     else:
         runner = _torch_runner(keras, model, variables, x, target, device, phase)
 
@@ -209,7 +222,10 @@ def tf_device(device: torch.device) -> str:
 
 
 def device_name(device: torch.device) -> str:
-    """The name `keras.device` takes for a torch device on the backend in use: TensorFlow's, or torch's own."""
+    """The name `keras.device` takes for a torch device on the backend in use: TensorFlow's, jax's ('cpu:0',
+    'gpu:N'), or torch's own."""
+    if keras_backend() == "jax":
+        return "cpu:0" if device.type == "cpu" else f"gpu:{device.index or 0}"
     return tf_device(device) if keras_backend() == "tensorflow" else str(device)
 
 
@@ -276,6 +292,99 @@ def _torch_runner(keras, model, variables: list[object], x: np.ndarray, target: 
     step = infer if phase == "inference" else train
     sync = sync_for(device)
     return _Runner(step=step, sync=sync, infer=infer, observe=cache(partial(observe, [step], device)))
+
+
+def jax_gpus() -> list[object]:
+    """The GPUs jax sees (none where its CUDA plugin is missing)."""
+    import jax
+
+    try:
+        return jax.devices("gpu")
+    except RuntimeError:  # no GPU backend
+        return []
+
+
+def jax_device(device: torch.device):
+    """The jax device of a torch device."""
+    import jax
+
+    return jax.devices("cpu")[0] if device.type == "cpu" else jax_gpus()[device.index or 0]
+
+
+class JaxSync:
+    """Waits for the last step's outputs (`last`): jax dispatches asynchronously, on streams of its own, so neither
+    a torch synchronize nor CUDA events on torch's stream would time it."""
+
+    def __init__(self) -> None:
+        self.last: object = None
+
+    def __call__(self) -> None:
+        import jax
+
+        jax.block_until_ready(self.last)
+
+
+def hlo_kernel(text: str) -> str:
+    """Which LSTM kernel a lowered jax program runs, in `lstmstudy.observe`'s vocabulary: cuDNN's RNN (a custom
+    call of `jax.experimental.rnn`), a compiled loop (`lax.scan` lowers to a while loop), or the steps unrolled."""
+    if re.search(r"custom_call[^\n]*cudnn", text, flags=re.IGNORECASE):
+        return "cudnn"
+    return "framework-loop" if re.search(r"\bwhile\b", text) else "unrolled"
+
+
+def _jax_runner(model, variables: list[object], x: np.ndarray, target: np.ndarray, device: torch.device,
+                phase: str, precision: str = "fp32") -> _Runner:
+    """A `jax.jit` step over the model's `stateless_call`, compiled here; what it runs is predicted from the lowered
+    program. A training step returns the gradients of `variables` and keeps the state it moved on (the dropout
+    seeds), so every call draws fresh masks as the torch backend's calls do."""
+    import jax
+    import jax.numpy as jnp
+
+    where = jax_device(device)
+    x_j, target_j = jax.device_put(x, where), jax.device_put(target, where)
+    trainable = [jax.device_put(v.value, where) for v in model.trainable_variables]
+    state = {"others": [jax.device_put(v.value, where) for v in model.non_trainable_variables]}
+    wanted = [next(i for i, v in enumerate(model.trainable_variables) if v is w) for w in variables]
+
+    def forward(params, others, inputs):
+        return model.stateless_call(params, others, inputs, training=False)[0]
+
+    def loss(params, others, inputs, goal):
+        y, others = model.stateless_call(params, others, inputs, training=True)
+        return jnp.mean(jnp.square(y.astype("float32") - goal)), others
+
+    def gradients(params, others, inputs, goal):
+        grads, others = jax.grad(loss, has_aux=True)(params, others, inputs, goal)
+        return [grads[i] for i in wanted], others
+
+    infer_fn, train_fn = jax.jit(forward), jax.jit(gradients)
+    sync = JaxSync()
+
+    def infer():
+        sync.last = infer_fn(trainable, state["others"], x_j)
+        return sync.last
+
+    def train():
+        grads, state["others"] = train_fn(trainable, state["others"], x_j, target_j)
+        sync.last = grads
+        return grads
+
+    args = (trainable, state["others"], x_j) + (() if phase == "inference" else (target_j,))
+    try:
+        kernel = hlo_kernel((infer_fn if phase == "inference" else train_fn).lower(*args).as_text())
+        (infer if phase == "inference" else train)()  # compiled here, not in the first timed call
+    except Exception as exc:
+        if device.type == "cpu" and jax_gpus():  # Keras took cuDNN's path, which runs on jax's GPU only
+            raise Skip(f"jax sees a GPU, so Keras takes jax.experimental.rnn's cuDNN LSTM, which cannot run on the "
+                       f"CPU ({type(exc).__name__}): hide the GPU with JAX_PLATFORMS=cpu") from exc
+        if device.type == "cuda" and precision != "fp32":  # its lowering takes float32 and float64 only
+            raise Skip(f"Keras on jax takes jax.experimental.rnn's cuDNN LSTM, which failed to compile at {precision}: "
+                       f"{type(exc).__name__}: {exc}") from exc
+        raise
+    if device.type == "cpu" and kernel == "cudnn":
+        raise Skip("jax sees a GPU, so Keras takes jax.experimental.rnn's cuDNN LSTM, which cannot run on the CPU: "
+                   "hide the GPU with JAX_PLATFORMS=cpu")
+    return _Runner(step=infer if phase == "inference" else train, sync=sync, infer=infer, predicted_kernel=kernel)
 
 
 #: every Keras LSTM row: `shape.layers` stacked `keras.layers.LSTM(**options)`, the row's options

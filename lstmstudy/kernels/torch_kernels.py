@@ -50,7 +50,7 @@ from lstmstudy.kernels.built import (
 )
 from lstmstudy.observe import observe
 from lstmstudy.shapes import LSTMShape
-from lstmstudy.timing import sync_for
+from lstmstudy.timing import HeldStep, sync_for
 
 DTYPES = {precision: getattr(torch, name) for precision, name in DTYPE_NAMES.items()}
 #: Canonical weight names (`LSTMWeights`) and the matching attribute names of `nn.LSTMCell`.
@@ -341,18 +341,27 @@ def _assemble(name: str, shape: LSTMShape, device: torch.device, precision: str,
     backend = partial(_backend, device, vendor)
     cast = partial(_autocast, device, precision if autocast else "fp32")
 
-    def infer() -> Tensor:
-        with torch.inference_mode(), backend(), cast():
+    @contextmanager
+    def inferring() -> Iterator[None]:
+        with torch.inference_mode(), backend():
+            yield
+
+    def cast_run() -> Tensor:
+        # autocast stays inside the call: its cache of cast weights lives as long as the autocast block, so holding
+        # it over a burst would stop re-casting the weights each call, which mixed precision does (what runs)
+        with cast():
             return run()
 
-    def train() -> tuple[Tensor, tuple[Tensor, ...]]:
-        """The output (for its dtype) and the gradients."""
-        with backend():
-            with cast():
-                out = run()
-            return out, torch.autograd.grad(F.mse_loss(out.float(), target), grad_inputs)
+    def grads() -> tuple[Tensor, tuple[Tensor, ...]]:
+        with cast():
+            out = run()
+        return out, torch.autograd.grad(F.mse_loss(out.float(), target), grad_inputs)
 
-    step: Callable[[], object] = infer if phase == "inference" else lambda: train()[1]
+    # the library switch and the precision flags (`_backend`) and inference mode are held around a burst of calls
+    # (`timing.HeldStep`), not switched inside each timed call; called on its own, a step still sets them
+    infer = HeldStep(cast_run, inferring)
+    train = HeldStep(grads, backend)  # the output (for its dtype) and the gradients
+    step: Callable[[], object] = infer if phase == "inference" else HeldStep(lambda: grads()[1], backend)
     forward_out, observed = infer, [step]
     if graph and phase == "inference" and device.type == "cuda":
         cuda_graph, static_out = _capture(name, infer, device)

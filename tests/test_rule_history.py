@@ -1,0 +1,88 @@
+"""Each claim's rule is the newest version of its recorded history, and the history says what stored sets read
+under the earlier versions (lstmstudy/rule_history.json, written by scripts/rule_history.py)."""
+
+from __future__ import annotations
+
+import importlib.util
+import re
+from dataclasses import replace
+from pathlib import Path
+
+import pandas as pd
+import pytest
+
+from lstmstudy import notebook, results, rule_history
+from lstmstudy.claims import registry
+
+ROOT = Path(__file__).resolve().parent.parent
+CLAIMS = registry(judged_only=True)
+
+
+def _script():
+    spec = importlib.util.spec_from_file_location("rule_history_script", ROOT / "scripts" / "rule_history.py")
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+def test_every_claims_rule_is_the_newest_version_of_its_history():
+    assert rule_history.problems(CLAIMS) == []
+
+
+def test_a_rule_changed_without_a_history_entry_is_named():
+    changed = replace(CLAIMS[0], rule=CLAIMS[0].rule + "; and one more condition")
+    (problem,) = set(rule_history.problems([changed, *CLAIMS[1:]])) - set(rule_history.problems(CLAIMS[1:]))
+    assert problem.startswith(f"claim {changed.number}'s rule is not the newest") and "scripts/rule_history.py" in problem
+
+
+@pytest.mark.parametrize("claim", CLAIMS, ids=lambda c: c.stem)
+def test_every_version_is_dated_and_says_why(claim):
+    versions = rule_history.versions(claim.number)
+    assert [v.date for v in versions] == sorted(v.date for v in versions)
+    assert all(re.fullmatch(r"\d{4}-\d\d-\d\d", v.date) and v.why.strip() for v in versions)
+    assert all(re.fullmatch(r"[0-9a-f]{7,40}", v.commit) for v in versions if v.commit is not None)
+    assert all(a.text != b.text for a, b in zip(versions, versions[1:]))  # a version is a change
+
+
+def test_the_h100_set_was_first_judged_under_chollets_band_alone_and_the_page_says_so():
+    """The first GPU set was rendered under claim 1's 2-5x rule ('exceeds the seed', 8.47x) before the rule took
+    the Q&A's 15x in; its page and the ledger show that verdict beside today's."""
+    h100 = "cuda-h100-80gb-hbm3-2a1d35"
+    (then,) = [e for e in rule_history.earlier_verdicts("01", [h100]) if e.commit == "20ba031"]
+    assert then.verdict == "exceeds the seed" and then.figure.startswith("8.47x")
+    assert "2-5x" in rule_history.versions("01")[then.version].text
+    claim = CLAIMS[0]
+    glued = notebook.rule_glue(claim, claim.judge(results.load(claim.name)))
+    assert glued["c01_rule"] == claim.rule
+    assert "exceeds the seed: 8.47x" in glued["c01_rule_history"] and h100 in glued["c01_rule_history"]
+
+
+def test_the_script_reads_the_ledgers_tables():
+    script = _script()
+    verdicts = ("| claim and source | seed's figure | hardware set | verdict | our figure |\n| --- | --- | --- | --- | --- |\n"
+                "| {doc}`Claim 5 </book/claims/05_bucketing>`: x | y | `cpu-a` (CPU analogue) | **partly** | 1.8x (1.7-2.0) |\n"
+                "|  |  | `cuda-b` (GPU) | not reproduced | 0.96x; keras\\_x |\n"
+                "| {doc}`Claim 5 </book/claims/05_bucketing>`: a second statement | z | `cpu-a` (CPU analogue) | "
+                "holds | 9x |\n")
+    assert script.verdicts_of(verdicts) == {("05", "cpu-a"): ("partly", "1.8x (1.7-2.0)"),
+                                            ("05", "cuda-b"): ("not reproduced", "0.96x; keras_x")}
+    rules = ("<table><tr><th>claim</th></tr><tr><td>05</td><td>S</td><td>reproduced if &gt; 2x</td></tr>"
+             "<tr><td>05</td><td>a second statement</td><td>holds if 9x</td></tr></table>")
+    assert script.rules_of(rules) == {"05": "reproduced if > 2x"}
+
+
+def test_the_ledger_lists_a_set_whose_verdict_changed_with_its_rule_and_leaves_out_one_that_did_not():
+    from lstmstudy import ledger
+
+    h100 = "cuda-h100-80gb-hbm3-2a1d35"
+    last = max(rule_history.earlier_verdicts("01", [h100]), key=lambda e: e.version)
+    then = last.verdict.removeprefix("CPU analogue: ").removesuffix(" (not counted)")
+
+    def frame(verdict: str):
+        return pd.DataFrame([{"claim": "01", "hardware": h100, "evidence": "GPU", "verdict": verdict,
+                              "page": "book/claims/01_cudnn_fallback", "our figure": "1.00x (0.9-1.1); more"}])
+
+    changed = ledger.earlier_rules(frame("no verdict: made up"))
+    assert f"`{h100}`" in changed and f"{then}: {rule_history.headline(last.figure)}" in changed
+    assert "no verdict: made up: 1.00x (0.9-1.1) |" in changed
+    assert "No stored set's verdict changed" in ledger.earlier_rules(frame(then))
