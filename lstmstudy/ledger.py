@@ -228,21 +228,20 @@ def to_markdown(ledger: pd.DataFrame) -> str:
 
 
 def earlier_rules(ledger: pd.DataFrame) -> str:
-    """The sets whose verdict changed when their claim's rule did: each one's verdict under the latest earlier version
-    it was judged by (as the ledger printed it then) beside its verdict now, as a Markdown table (`rule_history`;
-    each claim page lists every earlier version and every set)."""
+    """The sets whose verdict a change of rule changed: each earlier version of a claim's rule under which a set read
+    another outcome than it reads now (as the ledger printed it then), beside its verdict now, as a Markdown table
+    (`rule_history`; each claim page lists every earlier version and every set)."""
     lines = ["| claim | hardware set | judged then by | verdict then | verdict now |", "| --- | --- | --- | --- | --- |"]
     own = ledger[(ledger.evidence != PUBLISHED) & (ledger.hardware != "")]
     for (number, hardware), rows in own.groupby(["claim", "hardware"], sort=True):
         now = rows.iloc[0]  # the claim's own statement comes first
-        earlier = rule_history.earlier_verdicts(number, [hardware])
-        last = max(earlier, key=lambda e: e.version) if earlier else None
-        if last is None or _outcome_word(last.verdict) == now["verdict"]:
-            continue
-        lines.append(f"| {_page_ref(number, now['page'])} | `{hardware}` | rule version {last.version + 1} of "
-                     f"{len(rule_history.versions(number))} ({last.date}, {last.commit}) | {_md(last.verdict)}: "
-                     f"{_md(rule_history.headline(last.figure))} | {_md(now['verdict'])}: "
-                     f"{_md(rule_history.headline(now['our figure']))} |")
+        for then in rule_history.earlier_verdicts(number, [hardware]):
+            if _outcome_word(then.verdict) == now["verdict"]:
+                continue
+            lines.append(f"| {_page_ref(number, now['page'])} | `{hardware}` | rule version {then.version + 1} of "
+                         f"{len(rule_history.versions(number))} ({then.date}, {then.commit}) | "
+                         f"{_md(_outcome_word(then.verdict))}: {_md(rule_history.headline(then.figure))} | "
+                         f"{_md(now['verdict'])}: {_md(rule_history.headline(now['our figure']))} |")
     return "\n".join(lines) if len(lines) > 2 else "No stored set's verdict changed with a change of its rule."
 
 

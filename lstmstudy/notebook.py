@@ -194,12 +194,19 @@ def glance(claim: Claim, results: pd.DataFrame, verdicts: Sequence[Verdict], roo
         lines.append(f"- **On a CPU** (an analogue, never a reproduction): {claim.analogue}.")
     lines.append("- **Verdicts** (a CPU analogue is never counted as a reproduction; {ref}`what each word means "
                  "<outcome-words>`):")
-    lines += [f"  - `{v.hardware_id}`: **{v.outcome.value}** ({v.ours_text.split(':')[0]})"
-              if v.outcome == Outcome.NOT_MEASURED and v.evidence == GPU else
+    lines += [f"  - `{v.hardware_id}`: {_not_measured(v.ours_text)}" if v.outcome == Outcome.NOT_MEASURED
+              and v.evidence == GPU else
               f"  - `{v.hardware_id}`: **{v.outcome.value}**" if v.outcome == Outcome.NOT_MEASURED else
               f"  - `{v.hardware_id}` ({v.evidence_label}): **{v.outcome.value}**; {v.interval_name}: {v.interval_text}"
               for v in own] or ["  - none: no result set is stored"]
     return "\n".join(lines)
+
+
+def _not_measured(text: str) -> str:
+    """Why a GPU set could not decide a claim, from its verdict's words up to the first colon ('not measured at the
+    paper's sizes'), under the outcome's name unless the words begin with it."""
+    why = text.split(":")[0].strip()
+    return f"**{why}**" if why.startswith("not measured") else f"**{Outcome.NOT_MEASURED.value}** ({why})"
 
 
 def _set_label(hardware_id: str, evidence: str, verdicts: Sequence[Verdict]) -> str:

@@ -11,7 +11,7 @@ rule is not its newest version. Torch-free: the pages and the ledger read it.
 from __future__ import annotations
 
 import json
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from functools import cache
 from pathlib import Path
@@ -51,7 +51,7 @@ def _load() -> dict:
 
 
 def versions(number: str) -> list[RuleVersion]:
-    """Claim `number`'s rule, oldest version first (empty for a claim with no history yet)."""
+    """Claim `number`'s rule (or a second statement's: `key`), oldest version first (empty before any history)."""
     return [RuleVersion(**v) for v in _load().get(number, {}).get("versions", [])]
 
 
@@ -62,14 +62,28 @@ def earlier_verdicts(number: str, hardware_ids: Sequence[str] | None = None) -> 
             if v["version"] < newest and (hardware_ids is None or v["hardware_id"] in hardware_ids)]
 
 
-def problems(claims: Sequence) -> list[str]:
-    """One line per claim whose rule is not the newest version recorded (a rule changed without its history)."""
+def key(number: str, statement: int = 1) -> str:
+    """Where the history keeps the rule of a claim's `statement`-th statement: '04' for its own, '04.2' for a second
+    it judges beside it (claim 4's Mode 1 against Mode 2)."""
+    return number if statement == 1 else f"{number}.{statement}"
+
+
+def stated(ledger: pd.DataFrame) -> dict[str, str]:
+    """Every rule the ledger (`ledger.table`) decides by, under its history key (`key`), in statement order."""
+    own = ledger[ledger["evidence"] != "published"]
+    return {key(number, i + 1): rule for number, rows in own.groupby("claim", sort=True)
+            for i, rule in enumerate(dict.fromkeys(rows["rule"]))}
+
+
+def problems(rules: Mapping[str, str]) -> list[str]:
+    """One line per rule (`stated`) that is not the newest version recorded under its key: a rule changed without
+    its history."""
     out = []
-    for claim in claims:
-        recorded = versions(claim.number)
-        if not recorded or recorded[-1].text != claim.rule:
-            out.append(f"claim {claim.number}'s rule is not the newest in {HISTORY_FILE.name}: record the change "
-                       f"with `{RECORD}` (number {claim.number})")
+    for name, text in rules.items():
+        recorded = versions(name)
+        if not recorded or recorded[-1].text != text:
+            out.append(f"the rule of {name} is not the newest in {HISTORY_FILE.name}: record the change with "
+                       f"`{RECORD}` (NUMBER {name})")
     return out
 
 

@@ -45,7 +45,8 @@ MEANINGS: dict[Outcome, str] = {
                     "some parts hold and others fail (each page names its parts)",
     Outcome.NOT_REPRODUCED: "the whole interval lies where the rule says the claim fails",
     Outcome.INCONCLUSIVE: "the interval straddles an edge between two outcomes, so the data cannot tell which; or a "
-                          "row of few timings whose rounds do not all lie on one side (see *few timings*)",
+                          "row of few timings whose rounds are too few, or not all in one region, to decide by the "
+                          "rule for few timings (see *few timings*)",
     Outcome.HOLDS: "the study's own hypothesis, which no seed makes (claim 6), holds; never counted as a reproduction",
     Outcome.DOES_NOT_HOLD: "the study's own hypothesis does not hold; never counted against a seed",
     Outcome.NOT_MEASURED: "the rows the rule reads are not in this set (a GPU claim on a CPU set, say); nothing is "
@@ -119,8 +120,9 @@ class Verdict:
 
     @property
     def interval_name(self) -> str:
-        """What `interval_text` is: a 95% interval, or where a row of too few timings decides, only a spread."""
-        return "spread, not a 95% interval" if self.low_precision else "95% interval"
+        """What `interval_text` is: a 95% interval, or where a row of too few timings decides, a rough range (the
+        same bootstrap, over too few timings to hold a second run 95% of the time)."""
+        return "rough range from few timings, not a 95% interval" if self.low_precision else "95% interval"
 
     @property
     def brief(self) -> str:
@@ -245,8 +247,8 @@ def settle(possible: Possible) -> Outcome:
     return next(iter(possible)) if len(possible) == 1 else Outcome.INCONCLUSIVE
 
 
-#: a row timed fewer times than this in all (5 rounds of one sample, say): its "interval" is the spread of a handful
-#: of ratios, so a verdict resting on it alone is not definite (`low_precision`)
+#: a row timed fewer times than this in all (5 rounds of one sample, say): its bootstrap "interval" is a rough range
+#: over a handful of ratios, no 95% interval, so it decides only by the rule for few timings (`few_timings`)
 LOW_PRECISION_TIMINGS = 7
 
 
@@ -266,7 +268,7 @@ def low_precision(*round_sizes: object) -> int | None:
 def low_precision_words(fewest: int) -> str:
     """Why a rule resting on a row of few timings stays undecided (`few_timings`: its rounds do not settle it)."""
     return (f"few timings: it rests on a row of {fewest} timings, fewer than {LOW_PRECISION_TIMINGS}, too few for a "
-            f"95% interval, and its paired rounds do not settle it by the rule for few timings")
+            f"95% interval, and too few, or too scattered, for the rule for few timings")
 
 
 #: the one rule for rows of few timings (a sign test): were the truth on an edge of a rule's bands, each paired
@@ -351,10 +353,10 @@ def few_timings(bands: Bands, fewest: int, per_round: Sequence[float],
 
 def interval_label(fewest: float | None) -> str:
     """What an interval is called beside its figure: a 95% interval, or, on a low-precision row (`low_precision`, NaN or
-    None where it is not one), the spread of its few timings, which is no 95% interval."""
+    None where it is not one), a rough range: the same bootstrap over too few timings, which is no 95% interval."""
     if fewest is None or fewest != fewest:
         return "95% interval"
-    return f"few timings, the spread of {int(fewest)}:"
+    return f"few timings ({int(fewest)}), a rough range:"
 
 
 #: how a page names the outcome of one part of a rule

@@ -23,8 +23,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
-from lstmstudy import rule_history  # noqa: E402
-from lstmstudy.claims import registry  # noqa: E402
+from lstmstudy import ledger, rule_history  # noqa: E402
 
 LEDGER = "book/ledger.ipynb"
 
@@ -47,13 +46,14 @@ def outputs(commit: str) -> tuple[str, str]:
 
 
 def rules_of(table: str) -> dict[str, str]:
-    """claim number -> rule text, from the ledger's HTML table of rules."""
-    out = {}
+    """History key (`rule_history.key`) -> rule text, from the ledger's HTML table of rules, where a claim's own rule
+    comes first and a second statement's after it."""
+    found: dict[str, list[str]] = {}
     for row in re.findall(r"<tr>(.*?)</tr>", table, re.S):
         cells = [html.unescape(re.sub(r"<.*?>", "", c)).strip() for c in re.findall(r"<td[^>]*>(.*?)</td>", row, re.S)]
         if len(cells) >= 3:
-            out.setdefault(cells[0], cells[-1])  # a claim's own rule comes first; a second statement's after it
-    return out
+            found.setdefault(cells[0], []).append(cells[-1])
+    return {rule_history.key(number, i + 1): text for number, texts in found.items() for i, text in enumerate(texts)}
 
 
 def verdicts_of(table: str) -> dict[tuple[str, str], tuple[str, str]]:
@@ -71,9 +71,12 @@ def verdicts_of(table: str) -> dict[tuple[str, str], tuple[str, str]]:
     return out
 
 
-def build(why: dict[str, str]) -> dict:
+def build(why: dict[str, str], stated: dict[str, str]) -> dict:
+    """The history from the ledger's commits, then each rule of `stated` (`rule_history.stated`) the ledger has not
+    printed yet. An entry of the old file with the same text keeps its reason, and its date and commit where it has
+    one (a version recorded before its ledger was committed takes that commit's)."""
     old = json.loads(rule_history.HISTORY_FILE.read_text()) if rule_history.HISTORY_FILE.exists() else {}
-    said = {(n, v["text"]): v for n, claim in old.items() for v in claim["versions"] if v["commit"]}
+    said = {(n, v["text"]): v for n, claim in old.items() for v in claim["versions"]}
     history: dict[str, dict] = {}
     for line in git("log", "--reverse", "--format=%h %cs %s", "--", LEDGER).splitlines():
         commit, date, subject = line.split(" ", 2)
@@ -82,8 +85,9 @@ def build(why: dict[str, str]) -> dict:
             claim = history.setdefault(number, {"versions": [], "verdicts": []})
             if not claim["versions"] or claim["versions"][-1]["text"] != text:  # what an entry says by hand stays
                 first = "the rule as the book first stated it" if not claim["versions"] else subject.split(": ")[0]
-                claim["versions"].append(said.get((number, text)) or {"text": text, "date": date, "commit": commit,
-                                                                       "why": first})
+                kept = said.get((number, text), {})
+                claim["versions"].append({"text": text, "date": kept.get("date") if kept.get("commit") else date,
+                                          "commit": kept.get("commit") or commit, "why": kept.get("why") or first})
         for (number, hardware), (verdict, figure) in verdicts_of(verdicts).items():
             if number not in history:
                 continue
@@ -97,24 +101,26 @@ def build(why: dict[str, str]) -> dict:
             else:
                 mine.append(entry)
     today = datetime.date.today().isoformat()
-    for claim in registry(judged_only=True):
-        versions = history.setdefault(claim.number, {"versions": [], "verdicts": []})["versions"]
-        if not versions or versions[-1]["text"] != claim.rule:
-            pending = next((v for v in old.get(claim.number, {}).get("versions", []) if v["text"] == claim.rule), None)
-            if not (why.get(claim.number) or pending):
-                raise SystemExit(f"claim {claim.number}'s rule changed: say why with --why {claim.number}=TEXT")
-            versions.append(pending or {"text": claim.rule, "date": today, "commit": None, "why": ""})
-            versions[-1]["why"] = why.get(claim.number) or versions[-1]["why"]
+    for name, text in stated.items():
+        versions = history.setdefault(name, {"versions": [], "verdicts": []})["versions"]
+        if not versions or versions[-1]["text"] != text:
+            pending = said.get((name, text))
+            if not (why.get(name) or pending):
+                raise SystemExit(f"the rule of {name} changed: say why with --why {name}=TEXT")
+            versions.append(pending or {"text": text, "date": today, "commit": None, "why": ""})
+            versions[-1]["why"] = why.get(name) or versions[-1]["why"]
     return dict(sorted(history.items()))
 
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--why", action="append", default=[], metavar="NUMBER=TEXT",
-                        help="why claim NUMBER's rule changed (for a rule the ledger has not printed yet)")
+                        help="why claim NUMBER's rule changed ('04.2': its second statement's), for a rule the ledger has "
+                             "not printed yet")
     args = parser.parse_args()
     why = dict(item.split("=", 1) for item in args.why)
-    rule_history.HISTORY_FILE.write_text(json.dumps(build(why), indent=1, ensure_ascii=False) + "\n")
+    stated = rule_history.stated(ledger.table())
+    rule_history.HISTORY_FILE.write_text(json.dumps(build(why, stated), indent=1, ensure_ascii=False) + "\n")
     print(f"wrote {rule_history.HISTORY_FILE.relative_to(ROOT)}")
 
 

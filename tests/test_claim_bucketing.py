@@ -415,17 +415,22 @@ def test_whole_epochs_measured_for_real_are_paired_and_decide(tmp_path):
     assert verdict.outcome != Outcome.NOT_MEASURED and verdict.low <= verdict.ours <= verdict.high
 
 
-def test_a_verdict_on_a_handful_of_unpaired_timings_has_no_interval_and_decides_nothing(tmp_path):
-    """Five whole epochs, one per round, not interleaved: their ratios' spread is no 95% interval, and no round pairs
-    with another for the rule for few timings."""
-    _store(tmp_path, CPU, _epochs(1.0, _speedup_for(3.3)), REAL, rounds=(1, 1, 1, 1, 1))
+@pytest.mark.parametrize(("rounds", "expected"), [((1, 1, 1, 1, 1), Outcome.REPRODUCED), ((2, 3), Outcome.INCONCLUSIVE)])
+def test_a_verdict_on_a_handful_of_unpaired_timings_has_no_interval_and_decides_by_the_rank_rule(tmp_path, rounds,
+                                                                                               expected):
+    """Whole epochs, one per round, not interleaved: their spread is no 95% interval, and no round pairs with another;
+    every ratio of one row's rounds to the other's deciding alike decides where 1 / C(n + m, n) <= 0.05 (5 and 5
+    rounds: 1/252), not from 2 and 2 (1/6; 5 timings each, in rounds of 2 and 3)."""
+    _store(tmp_path, CPU, _epochs(1.0, _speedup_for(3.3)), REAL, rounds=rounds)
     (verdict,) = claim.verdicts(results.load(claim.NAME, tmp_path))
-    assert verdict.outcome == Outcome.INCONCLUSIVE and verdict.low_precision == 5
-    assert verdict.interval_name == "spread, not a 95% interval"  # what the page's box calls it
+    assert verdict.outcome == expected and verdict.low_precision == 5
+    assert verdict.interval_name == "rough range from few timings, not a 95% interval"  # what the page's box says
     assert verdict.interval_text.endswith(" (few timings: a row of 5)")
-    assert verdict.ours_text.startswith(f"{verdict.ours:.2f}x (few timings, the spread of 5: ")
-    assert verdict.ours_text.endswith("few timings: it rests on a row of 5 timings, fewer than 7, too few for a 95% "
-                                      "interval, and its paired rounds do not settle it by the rule for few timings")
+    if expected == Outcome.REPRODUCED:
+        assert f"all 25 ratios of its 5 and 5 rounds timed apart" in verdict.ours_text
+    else:
+        assert verdict.ours_text.endswith("few timings: it rests on a row of 5 timings, fewer than 7, too few for a 95% "
+                                          "interval, and too few, or too scattered, for the rule for few timings")
 
 
 def _paired_rounds(tmp_path, per_round_speedups: list[float]):

@@ -278,7 +278,7 @@ def test_five_windows_decide_a_part_only_when_all_agree(tmp_path, power_factor, 
     assert gpu.outcome == outcome and words in gpu.ours_text
     assert [name for name, _, _ in gpu.parts] == ["inference", "training"]
     assert all(low <= high for _, low, high in gpu.parts)
-    assert gpu.low_precision == 5 and gpu.interval_name == "spread, not a 95% interval"  # 5 windows: no interval
+    assert gpu.low_precision == 5 and gpu.interval_name == "rough range from few timings, not a 95% interval"  # 5 windows: no interval
     assert gpu.ours is None and gpu.low is None  # decided on the parts, each phase apart
     assert "torch.native" in gpu.ours_text and "torch.cell_loop" not in gpu.ours_text  # not in the headline
     assert gpu.ours_text.count("geometric mean of 12 configuration(s)") == 2  # 3 pairs x 2 shapes x 2 precisions

@@ -69,7 +69,7 @@ from lstmstudy.parameters import check_choices, check_positive_ints
 from lstmstudy.rules import (ONE_BURST_WORDS, SIGN_RULE, Bands, Outcome, Verdict, few_timings, interval_label,
                              low_precision, one_burst_sets)
 from lstmstudy.shapes import LSTMShape
-from lstmstudy.stats import interleaved, row_ratio, row_round_ratios, with_intervals
+from lstmstudy.stats import interleaved, row_ratio, row_round_medians, row_round_ratios, with_intervals
 
 if TYPE_CHECKING:  # measuring imports torch; the analysis below runs without it
     from lstmstudy.sweep import SweepReport
@@ -332,7 +332,7 @@ def speedups(results: pd.DataFrame) -> pd.DataFrame:
     """
     ok = _with_config(results)
     cols = [*_setting_columns(), "plan", "baseline", "ratio", "ratio_lo", "ratio_hi", "work_ratio", "tracking",
-            "tracking_lo", "tracking_hi", "paired", "low_precision", "round_ratios"]
+            "tracking_lo", "tracking_hi", "paired", "low_precision", "round_ratios", "round_medians"]
     if ok.empty:
         return pd.DataFrame(columns=cols)
     rows = []
@@ -353,7 +353,8 @@ def speedups(results: pd.DataFrame) -> pd.DataFrame:
                              "paired": interleaved(base, row),
                              "low_precision": low_precision(getattr(base, "round_sizes", None),
                                                               getattr(row, "round_sizes", None)),
-                             "round_ratios": row_round_ratios(base, row) * base.scale / row.scale})
+                             "round_ratios": row_round_ratios(base, row) * base.scale / row.scale,
+                             "round_medians": (row_round_medians(base) * base.scale, row_round_medians(row) * row.scale)})
     return pd.DataFrame(rows, columns=cols).sort_values([*_setting_columns(), "baseline", "plan"], key=_plan_order,
                                                         ).reset_index(drop=True)
 
@@ -451,7 +452,7 @@ def verdicts(results: pd.DataFrame) -> list[Verdict]:
                                Outcome.NOT_MEASURED, RULE))
             continue
         tracking = _interval_text(head.tracking, head.tracking_lo, head.tracking_hi)
-        few = head.low_precision  # a handful of timings gives a spread, not a 95% interval: it is not called one
+        few = head.low_precision  # a handful of timings gives a rough range, not a 95% interval: it is not called one
         text = (f"{head.ratio:.2f}x ({interval_label(few)} {head.ratio_lo:.2f}-{head.ratio_hi:.2f}) epoch-time "
                 f"speed-up of auto buckets over per-batch padding ({HEADLINE}; {describe_setting(head)}); padded work "
                 f"{head.work_ratio:.2f}x less, time / work {tracking}")
@@ -462,7 +463,7 @@ def verdicts(results: pd.DataFrame) -> list[Verdict]:
                      f"padding to the corpus maximum (padded work {o.work_ratio:.2f}x less)")
         outcome = BANDS.decide(head.ratio_lo, head.ratio_hi)
         if pd.notna(few):  # one configuration decides: its few timings decide only where its rounds agree
-            outcome, why = few_timings(BANDS, int(few), list(head.round_ratios))
+            outcome, why = few_timings(BANDS, int(few), list(head.round_ratios), head.round_medians)
             text = f"{text}; {why}"
         out.append(Verdict(NAME, STATEMENT, hardware_id, SEED_FIGURE, float(head.ratio), text, outcome, RULE,
                            float(head.ratio_lo), float(head.ratio_hi),
