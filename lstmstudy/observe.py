@@ -154,8 +154,9 @@ def _profile(calls: Sequence[Callable[[], object]], device: torch.device, *, gpu
     return prof
 
 
-def _profiled(calls: Sequence[Callable[[], object]], device: torch.device):
-    """Profile `calls` once and return the profiler's events, with their times (for `time_inside`)."""
+def profiled_events(calls: Sequence[Callable[[], object]], device: torch.device):
+    """Profile `calls` once and return the profiler's events, with their times (`time_inside`, and claim 4's protocol,
+    `protocols.in_kernel.device_time`)."""
     return _profile(calls, device).events()
 
 
@@ -233,7 +234,7 @@ def time_inside(step: Callable[[], object], sync: Callable[[], object] | None, d
     samples, walls, names, ops = [], [], set(), set()
     for session in range(sessions + 1):  # the first session warms the profiler up and is dropped
         t0 = time.perf_counter()
-        events = _profiled([step] * calls + [sync], device)
+        events = profiled_events([step] * calls + [sync], device)
         wall = (time.perf_counter() - t0) / calls
         if session == 0:
             continue

@@ -29,6 +29,9 @@ from dataclasses import dataclass, replace
 import torch
 
 from lstmstudy import stats
+# DeepBench's queue (`Queued`, `queue_length`): its constants live torch-free in `frameworks`, which claim 4's rule
+# and verdicts state without torch
+from lstmstudy.frameworks import QUEUE_CALLS, QUEUE_FEWEST, QUEUE_S
 
 Sync = Callable[[], object]
 
@@ -152,18 +155,6 @@ class HeldStep:
     def __call__(self) -> object:
         with self.hold():
             return self.call()
-
-
-#: DeepBench's queue: 100 forward calls between two syncs (`rnn_bench.cu`, `numRepeats = 100`)
-QUEUE_CALLS = 100
-#: where 100 calls of a step take longer than this, a sample queues as many as fit in it, never fewer than
-#: `QUEUE_FEWEST`, so that at least one call is always queued behind another. Queuing hides the host's cost of a call
-#: (h) behind the device's work on the one before: N calls of device time d >= h take about d + h / N each, so 10
-#: calls of a 1 ms step leave 1% of a 100 us launch cost, and a long step's own launches keep the device busy
-#: anyway. 10 ms keeps a sample shorter than a round's burst (`Rounds.burst_s`), so every round still takes
-#: several samples of each step
-QUEUE_S = 0.01
-QUEUE_FEWEST = 2
 
 
 def queue_length(one_call_s: float, *, most: int = QUEUE_CALLS, budget_s: float = QUEUE_S,

@@ -16,6 +16,7 @@ import pytest
 
 from lstmstudy import results
 from lstmstudy.claims import cudnn_fallback as claim
+from lstmstudy.frameworks import framework_words
 from lstmstudy.rules import CPU_ANALOGUE, GPU, Bands, Outcome
 
 DRIFT = np.array([1.0, 1.3, 0.9, 1.2, 1.1])  # the rounds a group was timed in
@@ -85,8 +86,8 @@ def test_each_seed_case_is_a_part_of_the_gpu_verdict():
     found = gpu_verdict(H100_LIKE)
     assert found.evidence == GPU and found.counts and found.outcome == Outcome.REPRODUCED  # one case exceeds
     assert [name for name, _, _ in found.parts] == [
-        "ReLU (Keras 3.15 on torch)", "blog model (Keras 3.15 on torch)", "recurrent dropout (Keras 3.15 on torch)",
-        "generic LSTM (Keras 3.15 on torch)"]
+        f"{case} (Keras 3.15 on its torch backend)" for case in ("ReLU", "blog model", "recurrent dropout",
+                                                                 "generic LSTM")]
     assert found.ours is None and found.brief == found.interval_text
     text = found.ours_text
     assert text.startswith("Keras 3.15 on its torch backend (eager: where cuDNN is lost, a Python loop of single ops")
@@ -95,8 +96,10 @@ def test_each_seed_case_is_a_part_of_the_gpu_verdict():
                   "Chollet's recurrent dropout (recurrent_dropout=0.2) 24.",
                   "the Q&A's generic LSTM against the cuDNN one (use_cudnn=False) 10."):
         assert words in text, words
-    assert ": exceeds the seed, above the Q&A's 15x (Keras 3.15.1 forces implementation=1 whenever it is set: " \
-           "keras/src/layers/rnn/lstm.py, lines 136-137)" in text
+    assert (": exceeds the seed, above the Q&A's 15x (Keras 3.15.1 forces implementation=1 whenever it is set "
+            "(`if self.recurrent_dropout != 0.0: self.implementation = 1`, keras/src/layers/rnn/lstm.py lines "
+            "136-137))") in text
+    assert claim.recurrent_dropout_forces() in claim.recurrent_dropout_source()  # one spelling of the source line
     relu = text.index("ReLU layer")
     assert relu < text.index("own model") < text.index("Chollet's recurrent") < text.index("Q&A's generic")
 
@@ -106,7 +109,7 @@ def test_a_gpu_verdict_names_the_keras_backend_its_rows_ran_on(backend):
     """The backend comes from the rows (each records it, as its run's fingerprint does): never assumed."""
     found = gpu_verdict(H100_LIKE, backend=backend)
     assert found.ours_text.startswith(f"Keras 3.15 on its {backend} backend (")
-    assert all(name.endswith(f"(Keras 3.15 on {backend})") for name, _, _ in found.parts)
+    assert all(name.endswith(f"(Keras 3.15 on its {backend} backend)") for name, _, _ in found.parts)
     assert claim.BACKEND_NOTES[backend] in found.ours_text
     other = {"torch", "jax", "tensorflow"} - {backend}
     assert not any(f"on its {name} backend" in found.ours_text for name in other)
@@ -114,8 +117,8 @@ def test_a_gpu_verdict_names_the_keras_backend_its_rows_ran_on(backend):
 
 def test_a_gpu_verdict_without_the_backend_or_release_recorded_says_so():
     found = gpu_verdict({"keras.relu": [6.0, 6.5]}, backend="", versions=None)
-    assert found.ours_text.startswith("Keras (its backend not recorded), in training: the blog's ReLU layer")
-    assert found.parts[0][0] == "ReLU (Keras on a backend not recorded)"  # nor a release
+    assert found.ours_text.startswith("Keras (backend not recorded), in training: the blog's ReLU layer")
+    assert found.parts[0][0] == "ReLU (Keras (backend not recorded))"  # nor a release
 
 
 def test_jax_and_torch_rows_are_each_compared_with_their_own_backends_cudnn_kernel():
@@ -123,7 +126,8 @@ def test_jax_and_torch_rows_are_each_compared_with_their_own_backends_cudnn_kern
     torch_rows = seed_cases("cuda-h100-test", {"keras.relu": [6.0, 6.2]}, backend="torch")
     jax_rows = seed_cases("cuda-h100-test", {"keras.relu": [2.5, 2.6]}, base=3e-3, seed=1, backend="jax")
     (found,) = claim.verdicts(pd.DataFrame(torch_rows + jax_rows))
-    assert [name for name, _, _ in found.parts] == ["ReLU (Keras 3.15 on jax)", "ReLU (Keras 3.15 on torch)"]
+    assert [name for name, _, _ in found.parts] == ["ReLU (Keras 3.15 on its jax backend)",
+                                                    "ReLU (Keras 3.15 on its torch backend)"]
     (jax_low, jax_high), (torch_low, torch_high) = ((low, high) for _, low, high in found.parts)
     assert 2.3 < jax_low < jax_high < 2.8 and 5.8 < torch_low < torch_high < 6.4  # never 6x over 3x baselines
     assert "Keras 3.15 on its jax backend (jax 0.11, XLA-compiled" in found.ours_text
@@ -201,7 +205,7 @@ def test_a_gpu_set_without_any_seed_case_in_training_is_not_measured():
 def test_a_gpu_set_of_the_blog_model_alone_is_decided_on_it():
     found = gpu_verdict({claim.BLOG_KERNEL: [3.6]})
     assert found.outcome == Outcome.REPRODUCED and [name for name, _, _ in found.parts] == [
-        "blog model (Keras 3.15 on torch)"]
+        "blog model (Keras 3.15 on its torch backend)"]
 
 
 def test_the_blog_models_slowdown_pairs_its_two_activations():
@@ -240,8 +244,8 @@ def test_recurrent_dropouts_cost_is_explained_with_the_stored_op_counts():
     why = claim.recurrent_dropout_why(data)
     assert why.startswith("Keras 3.15.1 skips cuDNN whenever recurrent_dropout is set, even in inference (`if not "
                           "self.recurrent_dropout:`, keras/src/layers/rnn/lstm.py line 534), and forces "
-                          "implementation=1 (`if self.recurrent_dropout != 0.0: self.implementation = 1`, "
-                          "keras/src/layers/rnn/lstm.py lines 136-137)")
+                          "implementation=1 whenever it is set (`if self.recurrent_dropout != 0.0: "
+                          "self.implementation = 1`, keras/src/layers/rnn/lstm.py lines 136-137)")
     assert why.endswith("on cuda-h100-test (Keras 3.15 on its torch backend) one inference call with recurrent "
                         "dropout ran 3,834 ATen ops against 1,222 for the ReLU layer")
     assert "ATen" not in claim.recurrent_dropout_why(data.assign(observed_detail=""))  # only what the rows hold
@@ -263,7 +267,7 @@ def test_the_stored_gpu_verdicts_name_the_backend_their_fingerprints_record():
         backends = set(keras_rows[keras_rows.hardware_id == found.hardware_id].backend)
         for backend in backends:
             assert f"on its {backend} backend" in found.ours_text
-        assert all(name.endswith(tuple(f" on {b})" for b in backends)) for name, _, _ in found.parts)
+        assert all(name.endswith(tuple(f" on its {b} backend)" for b in backends)) for name, _, _ in found.parts)
 
 
 # --- on a CPU: the analogue -------------------------------------------------------------------------------------
@@ -329,14 +333,19 @@ def test_the_verdict_names_the_seed_figure_it_is_near(low, high, words):
     assert claim.near_seed(low, high) == words
 
 
-@pytest.mark.parametrize(("kernel", "backend", "release", "words"), [
-    ("keras.relu", "torch", "3.15", "Keras 3.15 on its torch backend"),
-    ("keras.relu", "jax", "", "Keras on its jax backend"),
-    ("keras.relu", "", "3.15", "Keras 3.15 (its backend not recorded)"),
-    ("torch.native", "", "2.11", "PyTorch 2.11"),
+@pytest.mark.parametrize(("kernel", "backend", "versions", "words"), [
+    ("keras.relu", "torch", KERAS_315, "Keras 3.15 on its torch backend"),
+    ("keras", "jax", None, "Keras on its jax backend"),
+    ("keras.relu", "", KERAS_315, "Keras 3.15 (backend not recorded)"),  # never taken for TensorFlow
+    ("keras.relu", float("nan"), {"keras": "3.16.0"}, "Keras 3.16 (backend not recorded)"),
+    ("keras.relu", "tensorflow", [KERAS_315, json.dumps({"keras": "3.16.0"}), None], "Keras 3.15/3.16 on its "
+                                                                                      "tensorflow backend"),
+    ("torch.native", "", KERAS_315, "PyTorch 2.11"),
+    ("torch", "torch", "not json", "PyTorch"),
 ])
-def test_framework_words(kernel, backend, release, words):
-    assert claim.framework_words(kernel, backend, release) == words
+def test_one_function_names_every_claims_framework(kernel, backend, versions, words):
+    """`frameworks.framework_words`, from a row's `backend` and `versions` columns: one row's, or many rows'."""
+    assert framework_words(kernel, backend, versions) == words
 
 
 def test_the_summary_whiskers_are_the_verdicts_interval():

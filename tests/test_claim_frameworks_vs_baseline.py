@@ -148,10 +148,36 @@ def test_an_interval_across_a_threshold_is_inconclusive():
     assert verdict.interval_text.startswith("PyTorch 1-1; TensorFlow ")
 
 
+KERAS_315 = json.dumps({"torch": "2.11.0+cu130", "keras": "3.15.1"})
+
+
 def test_keras_on_another_backend_leaves_the_tensorflow_half_unmeasured():
-    verdict = claim_verdict(frame(both_clocks(base_times(1.5, 0.8), backend="torch", **GPU)), GPU["hardware_id"])
+    data = frame(both_clocks(base_times(1.5, 0.8), backend="torch", **GPU)).assign(versions=KERAS_315)
+    verdict = claim_verdict(data, GPU["hardware_id"])
     assert verdict.outcome == Outcome.REPRODUCED  # the PyTorch half alone, and the statement says so
-    assert verdict.statement.startswith(claim.PYTORCH_ONLY) and "TensorFlow half not measured" in verdict.ours_text
+    assert verdict.statement.startswith(claim.PYTORCH_ONLY)
+    assert verdict.ours_text.endswith("; the TensorFlow half not measured: these Keras rows are Keras 3.15 on its "
+                                      "torch backend, not TensorFlow")
+    assert [name for name, _, _ in verdict.parts] == ["PyTorch"]
+
+
+@pytest.mark.parametrize("missing", ["", None])
+def test_keras_rows_that_record_no_backend_are_never_judged_as_tensorflow(missing):
+    """Keras 3.15 on TensorFlow's rows would decide both halves; the same rows without their backend leave the
+    TensorFlow half unmeasured, say why, and are named as what they recorded, never 'TF'."""
+    data = frame(both_clocks(base_times(1.5, 3.0), **GPU)).assign(versions=KERAS_315)
+    on_tensorflow = claim_verdict(data, GPU["hardware_id"])
+    assert [name for name, _, _ in on_tensorflow.parts] == ["PyTorch", "TensorFlow"]
+    data.loc[data.kernel.str.startswith("keras."), "backend"] = missing
+    verdict = claim_verdict(data, GPU["hardware_id"])
+    assert verdict.outcome == Outcome.REPRODUCED and [name for name, _, _ in verdict.parts] == ["PyTorch"]
+    assert verdict.statement == claim.PYTORCH_ONLY and "TensorFlow part" not in verdict.ours_text
+    assert verdict.ours_text.endswith("the TensorFlow half not measured: these Keras rows are Keras 3.15 (backend not "
+                                      "recorded): they do not record which backend ran them, so they cannot stand "
+                                      "for TensorFlow")
+    assert "Keras 3.15 (backend not recorded), Mode 0 (keras.cudnn_auto)" in set(claim.timed(data).label)
+    assert "TF Mode" not in claim.faster_text(data)["cuda"] + claim.glue_texts(data)["cuda_mpe_tf"]
+    assert claim.glue_texts(data)["cuda_mpe_tf"].endswith(", Keras 3.15 (backend not recorded))")
 
 
 def test_a_missing_half_is_not_measured():
@@ -172,13 +198,13 @@ def test_failed_rows_do_not_count():
     assert claim_verdict(data).outcome == Outcome.NOT_MEASURED
 
 
-def modes(small: float, large: float, backend: str = "tensorflow") -> pd.DataFrame:
+def modes(small: float, large: float, backend: str = "tensorflow", **options) -> pd.DataFrame:
     """keras.impl1 at 1, keras.impl2 at `small` x that at batch 1 and 16, at `large` x at batch 64."""
     small_shapes = [(64, b, 10) for b in (1, 16)]
     return frame(rows({("keras.impl1", "fp32"): 1.0, ("keras.impl2", "fp32"): small}, shapes=small_shapes,
-                      backend=backend),
+                      backend=backend, **options),
                  rows({("keras.impl1", "fp32"): 1.0, ("keras.impl2", "fp32"): large}, shapes=[(64, 64, 10)],
-                      backend=backend))
+                      backend=backend, **options))
 
 
 @pytest.mark.parametrize(("small", "large", "outcome"), [
@@ -191,8 +217,30 @@ def test_mode_1_against_mode_2(small, large, outcome):
     (verdict,) = [v for v in claim.verdicts(modes(small, large)) if v.rule == claim.IMPL_RULE]
     assert verdict.outcome == outcome and verdict.ours == pytest.approx(small)
     assert verdict.statement.startswith("TF Mode 1") and verdict.seed_figure == claim.IMPL_SEED
+    assert verdict.ours_text.endswith("(Keras on its tensorflow backend, CPU analogue: Keras generic loops on a CPU; "
+                                      "timed per call: a CPU runs each call to its end before the next starts, so a "
+                                      "queue hides no launch cost)")
     (other,) = [v for v in claim.verdicts(modes(small, large, backend="torch")) if v.rule == claim.IMPL_RULE]
-    assert "(Keras-on-torch, CPU analogue" in other.ours_text and other.outcome == outcome
+    assert "(Keras on its torch backend, CPU analogue" in other.ours_text and other.outcome == outcome
+
+
+@pytest.mark.parametrize(("small", "large", "outcome"), [
+    (1.5, 0.5, Outcome.REPRODUCED), (0.5, 0.5, Outcome.NOT_REPRODUCED), (1.5, 1.5, Outcome.PARTLY)])
+def test_a_gpu_set_decides_mode_1_against_mode_2_on_queued_rows_alone(small, large, outcome):
+    """As the claim's PyTorch half: a GPU set's per-call rows of the two modes are context, and the verdict awaits
+    their queued rows; with them, it decides on those, whatever the per-call rows say."""
+    options = dict(backend="torch", **GPU)
+    per_call = modes(1 / small, 1 / large, **options).assign(versions=KERAS_315)  # the queued rows reversed
+    (awaits,) = [v for v in claim.verdicts(per_call) if v.rule == claim.IMPL_RULE]
+    assert awaits.outcome == Outcome.NOT_MEASURED and awaits.ours is None and not awaits.parts
+    assert awaits.ours_text.startswith("awaits queued rows of keras.impl1 and keras.impl2")
+    assert f"Context, per call (Keras 3.15 on its torch backend), not deciding: batch <= 16: Mode 2 takes " \
+           f"{1 / small:.2f}x" in awaits.ours_text and "part (i)" not in awaits.ours_text
+    queued = modes(small, large, **options).assign(config=claim.QUEUED_TEXT)
+    (decided,) = [v for v in claim.verdicts(pd.concat([per_call, queued], ignore_index=True))
+                  if v.rule == claim.IMPL_RULE]
+    assert decided.outcome == outcome and decided.ours == pytest.approx(small)
+    assert decided.ours_text.endswith("(Keras 3.15 on its torch backend; timed queued)")
 
 
 def test_mode_1_against_mode_2_needs_both_sides_of_batch_16():
@@ -246,7 +294,7 @@ def test_the_prose_gives_every_sets_figure_and_only_the_verdicts():
                                         "-0.50 on cpu-test (8 configurations, torch.raw per call)")
     for key in ("mpe_pytorch", "mpe_tf"):
         assert not re.search(r"\d\.\d+x", texts[f"cpu_{key}"] + texts[f"cuda_{key}"])  # no ratio beside the MPE
-    assert texts["cuda_mpe_tf"].endswith("configurations, torch.raw per call, Keras on torch)")
+    assert texts["cuda_mpe_tf"].endswith("configurations, torch.raw per call, Keras on its torch backend)")
     assert "Keras on" not in texts["cuda_mpe_pytorch"] + texts["cpu_mpe_tf"]
 
 
@@ -263,15 +311,20 @@ def test_the_page_glues_one_figure_for_the_slowdown_and_every_sets_texts():
 
 def test_keras_on_the_torch_backend_is_never_called_tensorflow():
     assert claim.label("keras.cudnn_auto", "fp32") == "TF Mode 0 (keras.cudnn_auto)"
-    assert claim.label("keras.impl1", "fp32", backend="torch") == "Keras-on-torch Mode 1 (keras.impl1)"
+    assert (claim.label("keras.impl1", "fp32", backend="torch", versions=KERAS_315)
+            == "Keras 3.15 on its torch backend, Mode 1 (keras.impl1)")
     assert (claim.label("keras.cudnn_auto", "bf16", backend="torch")
-            == "Keras-on-torch Mode 0 AMP bf16 (keras.cudnn_auto)")
+            == "Keras on its torch backend, Mode 0 AMP bf16 (keras.cudnn_auto)")  # no release recorded
+    assert claim.label("keras.impl2", "fp32", backend="") == "Keras (backend not recorded), Mode 2 (keras.impl2)"
     assert claim.label("torch.fused", "fp32", backend="torch") == "PyTorch (torch.fused)"
     data = frame(rows(base_times(1.5, 0.5), hardware_id="cuda-test", kind="cuda", backend="torch"))
+    data = data.assign(versions=KERAS_315)
     text = claim.faster_text(data)["cuda"]
-    assert text.startswith("Keras-on-torch is faster") and "Keras-on-torch Mode 0 (keras.cudnn_auto)" in text
+    assert text.startswith("Keras 3.15 on its torch backend is faster")
+    assert "Keras 3.15 on its torch backend, Mode 0 (keras.cudnn_auto) takes" in text
+    assert "the time of PyTorch 2.11 (torch.fused)" in text
     assert "TensorFlow" not in text and "TF Mode" not in text
-    assert claim.label("keras.cudnn_auto", "fp32", "torch") in set(claim.timed(data).label)
+    assert claim.label("keras.cudnn_auto", "fp32", "torch", KERAS_315) in set(claim.timed(data).label)
 
 
 def test_a_set_measured_on_two_keras_backends_keeps_the_newer():
@@ -281,7 +334,7 @@ def test_a_set_measured_on_two_keras_backends_keeps_the_newer():
     table = claim.ratio(frame(base, old, new), "keras.cudnn_auto", "torch.fused")
     assert table.ratio.tolist() == pytest.approx([6.0]) and table.n.tolist() == [len(SHAPES)]
     assert claim.faster_text(frame(base, old, new))["cpu"].startswith("PyTorch is faster")
-    assert "Keras-on-torch Mode 0" in claim.faster_text(frame(base, old, new))["cpu"]
+    assert "Keras on its torch backend, Mode 0" in claim.faster_text(frame(base, old, new))["cpu"]
 
 
 def stored_overhead(root, inside: dict[str, float], profiled_as: dict[str, str] | None = None,

@@ -173,11 +173,18 @@ def test_a_gpu_set_without_the_loop_baseline_awaits_it_with_the_per_call_figures
     # queued torch.fused without its baseline decides nothing either
     only_fused = [r for r in two_clocks(3.0, 1.5, backend="torch", **GPU) if r["kernel"] != claim.LOOP]
     assert claim_verdict(frame(only_fused), hw).ours_text.startswith("awaits the loop baseline")
-    # Mode 1 against Mode 2 stays decided on its per-call rows, and says so
+    # Mode 1 against Mode 2 awaits its queued rows too, its per-call figures context; a CPU set decides on them
     both_sides_of_16 = [(64, b, 10) for b in (1, 16, 64)]
     (modes,) = [v for v in claim.verdicts(frame(two_clocks(3.0, None, backend="torch", shapes=both_sides_of_16, **GPU)))
                 if v.rule == claim.IMPL_RULE]
-    assert modes.outcome != Outcome.NOT_MEASURED and modes.ours_text.endswith("timed per call)")
+    assert modes.outcome == Outcome.NOT_MEASURED and modes.ours is None and not modes.counts
+    assert modes.ours_text.startswith("awaits queued rows of keras.impl1 and keras.impl2")
+    assert "Context, per call (Keras on its torch backend), not deciding: batch <= 16: Mode 2 takes 0.75x" in \
+        modes.ours_text
+    (on_cpu,) = [v for v in claim.verdicts(frame(two_clocks(3.0, None, backend="torch", shapes=both_sides_of_16)))
+                 if v.rule == claim.IMPL_RULE]
+    assert on_cpu.outcome == Outcome.NOT_REPRODUCED and on_cpu.ours_text.endswith(
+        "timed per call: a CPU runs each call to its end before the next starts, so a queue hides no launch cost)")
 
 
 def with_inside(data: pd.DataFrame, inside: dict[tuple[str, str], float]) -> pd.DataFrame:

@@ -10,8 +10,9 @@ from pathlib import Path
 import pandas as pd
 import pytest
 
-from lstmstudy import notebook, results, rule_history
+from lstmstudy import notebook, rule_history
 from lstmstudy.claims import registry
+from lstmstudy.rules import Outcome, Verdict
 
 ROOT = Path(__file__).resolve().parent.parent
 CLAIMS = registry(judged_only=True)
@@ -25,10 +26,8 @@ def _script():
 
 
 @pytest.fixture(scope="module")
-def stated() -> dict[str, str]:
-    from lstmstudy import ledger
-
-    return rule_history.stated(ledger.table())
+def stated(ledger_table) -> dict[str, str]:
+    return rule_history.stated(ledger_table)
 
 
 def test_every_rule_the_ledger_decides_by_is_the_newest_version_of_its_history(stated):
@@ -39,7 +38,9 @@ def test_every_rule_the_ledger_decides_by_is_the_newest_version_of_its_history(s
 
 @pytest.mark.parametrize("name", ["01", "04.2"])
 def test_a_rule_changed_without_a_history_entry_is_named(stated, name):
-    (problem,) = rule_history.problems({**stated, name: stated[name] + "; and one more condition"})
+    recorded = {key: rule_history.versions(key)[-1].text for key in stated}
+    assert rule_history.problems(recorded) == []
+    (problem,) = rule_history.problems({**recorded, name: recorded[name] + "; and one more condition"})
     assert problem.startswith(f"the rule of {name} is not the newest") and "scripts/rule_history.py" in problem
 
 
@@ -60,9 +61,10 @@ def test_the_h100_set_was_first_judged_under_chollets_band_alone_and_the_page_sa
     assert then.verdict == "exceeds the seed" and then.figure.startswith("8.47x")
     assert "2-5x" in rule_history.versions("01")[then.version].text
     claim = CLAIMS[0]
-    glued = notebook.rule_glue(claim, claim.judge(results.load(claim.name)))
-    assert glued["c01_rule"] == claim.rule
-    assert "exceeds the seed: 8.47x" in glued["c01_rule_history"] and h100 in glued["c01_rule_history"]
+    now = Verdict(claim.name, claim.statement, h100, claim.seed_figure, 9.0, "9.00x; more", Outcome.REPRODUCED,
+                  claim.rule)
+    history = notebook.rule_glue(claim, [now])["c01_rule_history"]
+    assert f"| {h100} |" in history and "exceeds the seed: 8.47x (" in history and "reproduced: 9.00x |" in history
 
 
 def test_the_script_reads_the_ledgers_tables():

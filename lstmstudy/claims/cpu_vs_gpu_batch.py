@@ -32,8 +32,8 @@ The verdict compares devices, not kernels: it decides on the models whose two ro
 vendor kernels, cuDNN on the GPU and oneDNN on the CPU, as PyTorch's `nn.LSTM` gets them; or one loop on both), read
 off each row's kernel columns (`kernels_run`). A Keras row pair that ran cuDNN on the GPU and Keras's generic loop on
 the CPU (Keras on its torch backend runs that loop in Python, one ATen op at a time) is shown beside it, its
-framework and backend named from the rows (`framework_words`), as what that framework's users meet. Each GPU set is
-read against its own host's CPU set, never another machine's (`pairs`, `host_cpu`).
+framework, release and backend named from the rows (`frameworks.framework_words`), as what that framework's users
+meet. Each GPU set is read against its own host's CPU set, never another machine's (`pairs`, `host_cpu`).
 """
 
 from __future__ import annotations
@@ -47,6 +47,7 @@ import pandas as pd
 
 from lstmstudy import contract, hardware
 from lstmstudy.claims import Claim, Lease
+from lstmstudy.frameworks import framework_words
 from lstmstudy.observe import FUSED, GPU_FUSED
 from lstmstudy.parameters import check_bool, check_choices, check_positive_ints
 from lstmstudy.rules import (SIGN_RULE, Outcome, Possible, Verdict, combine, few_timings, holds_below, low_precision,
@@ -155,34 +156,6 @@ def _text(row: pd.Series, column: str) -> str:
     return "" if value is None or (isinstance(value, float) and value != value) else str(value)
 
 
-def _versions(row: pd.Series) -> dict:
-    """The library versions a row recorded (`versions`, JSON in a loaded set)."""
-    value = row.get("versions")
-    if isinstance(value, dict):
-        return value
-    try:
-        found = json.loads(value)
-    except (TypeError, ValueError):
-        return {}
-    return found if isinstance(found, dict) else {}
-
-
-def _minor(version: str) -> str:
-    """'3.15.1' -> '3.15'; '2.11.0+cu130' -> '2.11'."""
-    return ".".join(version.split("+")[0].split(".")[:2])
-
-
-def framework_words(row: pd.Series) -> str:
-    """What ran a row's model, in a reader's words: 'Keras 3.15 on its torch backend' for a Keras row (the version and
-    the Keras backend the row recorded, as its run's fingerprint did: `keras_backend`), 'PyTorch' for a torch row."""
-    if KERNELS[row["kernel"]][1] != "keras":
-        return "PyTorch"
-    version = _versions(row).get("keras")
-    keras = f"Keras {_minor(version)}" if version else "Keras"
-    backend = _text(row, "backend")
-    return f"{keras} on its {backend} backend" if backend else f"{keras} (its backend not recorded)"
-
-
 #: the vendor's fused LSTM kernels, one kernel family on either device: what torch's `nn.LSTM` gets, cuDNN (or MIOpen)
 #: on a GPU and oneDNN on a CPU. Every other label of `observe`'s vocabulary (a loop, generated code) is a family of
 #: its own, so a model compares the devices only where it ran the fused kernels on both, or the same loop on both.
@@ -236,7 +209,9 @@ def _ok(results: pd.DataFrame) -> pd.DataFrame:
     ok = results[(results.status == "ok") & results.kernel.isin(KERNELS)].copy()
     ok["workload"] = ok.kernel.map(lambda k: KERNELS[k][0])
     ok["framework"] = ok.kernel.map(lambda k: KERNELS[k][1])
-    ok["framework_label"] = [framework_words(row) for _, row in ok.iterrows()]
+    missing = pd.Series(None, index=ok.index, dtype=object)
+    ok["framework_label"] = [framework_words(framework, backend, versions) for framework, backend, versions
+                             in zip(ok.framework, ok.get("backend", missing), ok.get("versions", missing))]
     return ok
 
 
@@ -246,7 +221,8 @@ EPOCH_COLUMNS = ["hardware_id", "device_kind", "workload", "framework", "framewo
 
 def epoch_times(results: pd.DataFrame, dataset_size: int) -> pd.DataFrame:
     """Per hardware set, model and batch: epoch time = (dataset_size / batch) x median step time, with the
-    step time's bootstrap 95% re-run interval scaled the same way. `framework_label` names a Keras row's backend."""
+    step time's bootstrap 95% re-run interval scaled the same way. `framework_label` names what ran the row
+    (`frameworks.framework_words`)."""
     ok = _ok(results)
     rows = []
     for _, row in ok.iterrows():
@@ -588,8 +564,8 @@ def glue_extras(prefix: str, results: pd.DataFrame, dataset_size: int) -> None:
 
 
 def epoch_table(results: pd.DataFrame, dataset_size: int) -> pd.DataFrame:
-    """Epoch time in seconds, one row per hardware set and model (a Keras row's backend named), one column per
-    batch size."""
+    """Epoch time in seconds, one row per hardware set and model (what ran it named: `framework_label`), one column
+    per batch size."""
     epochs = epoch_times(results, dataset_size)
     if epochs.empty:
         return pd.DataFrame(columns=["hardware_id", "framework_label", "workload"])

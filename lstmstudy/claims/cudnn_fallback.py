@@ -11,8 +11,8 @@ configuration: Keras triggers against `keras.cudnn_auto`, PyTorch's generic path
 
 On a GPU the verdict is decided per seed case (`SEED_CASES`: the blog's ReLU layer and, where stored, the blog's
 own model; Chollet's recurrent dropout; the Q&A's generic LSTM against the cuDNN one), once per Keras backend
-measured, and every Keras figure names the Keras release and backend its rows ran on (`framework_words`, read off
-the rows, which record both): Keras on its torch backend falls back to a Python loop of single ops, on its jax
+measured, and every Keras figure names the Keras release and backend its rows ran on (`frameworks.framework_words`,
+read off the rows, which record both): Keras on its torch backend falls back to a Python loop of single ops, on its jax
 backend to an XLA-compiled loop, neither the TensorFlow graph loop the seeds timed. The pooled geometric mean over
 three frameworks' triggers and every other trigger are context. On a CPU, Keras has no fused LSTM at all (cuDNN is
 GPU-only), so the CPU form of the claim is PyTorch's oneDNN fused LSTM against the same module with oneDNN disabled
@@ -22,7 +22,6 @@ GPU-only), so the CPU form of the claim is PyTorch's oneDNN fused LSTM against t
 from __future__ import annotations
 
 import json
-import re
 from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
@@ -32,6 +31,8 @@ import pandas as pd
 from lstmstudy import contract
 from lstmstudy.claims import Claim, Lease
 from lstmstudy.cudnn_rules import BY_KERNEL
+from lstmstudy.frameworks import releases, rows_words
+from lstmstudy.frameworks import row_words  # noqa: F401  (`findings` names a row through this claim)
 from lstmstudy.parameters import check_bool, check_choices, check_positive_ints
 from lstmstudy.rules import Bands, Outcome, Possible, Verdict, combine, settle
 from lstmstudy.shapes import LSTMShape
@@ -150,14 +151,22 @@ RECURRENT_DROPOUT_LINES = ((136, "if self.recurrent_dropout != 0.0:"), (137, "se
                            (534, "if not self.recurrent_dropout:"))
 
 
+def recurrent_dropout_forces() -> str:
+    """How Keras 3 switches the cell to implementation 1 whenever recurrent dropout is set, with its source lines:
+    what a GPU verdict says beside recurrent dropout's figure (after the release, `KERAS_SOURCE`), and part of
+    `recurrent_dropout_source`."""
+    path = KERAS_SOURCE[1]
+    (forced, test), (_, assign), _ = RECURRENT_DROPOUT_LINES
+    return f"forces implementation=1 whenever it is set (`{test} {assign}`, {path} lines {forced}-{forced + 1})"
+
+
 def recurrent_dropout_source() -> str:
     """The source lines behind recurrent dropout's cost on Keras 3, in words."""
     version, path = KERAS_SOURCE
-    (forced, test), (_, assign), (blocked, skip) = RECURRENT_DROPOUT_LINES
+    blocked, skip = RECURRENT_DROPOUT_LINES[2]
     return (f"Keras {version} skips cuDNN whenever recurrent_dropout is set, even in inference (`{skip}`, {path} "
-            f"line {blocked}), and forces implementation=1 (`{test} {assign}`, {path} lines {forced}-{forced + 1}): "
-            f"each time step then runs four input and four recurrent matmuls on sliced weights, one per gate, where "
-            f"implementation 2 runs one fused pair")
+            f"line {blocked}), and {recurrent_dropout_forces()}: each time step then runs four input and four "
+            f"recurrent matmuls on sliced weights, one per gate, where implementation 2 runs one fused pair")
 
 
 # --- what the rows ran on -------------------------------------------------------------------------------
@@ -176,63 +185,13 @@ def _with_backend(results: pd.DataFrame) -> pd.DataFrame:
     return results.assign(backend=backend.fillna("").astype(str))
 
 
-def _release(versions: object, library: str) -> str:
-    """'3.15' for `library` in a row's recorded versions (a JSON object, or a dict); '' where not recorded."""
-    if isinstance(versions, str):
-        try:
-            versions = json.loads(versions) if versions else {}
-        except ValueError:
-            versions = {}
-    found = str(versions.get(library, "")) if isinstance(versions, dict) else ""
-    match = re.match(r"(\d+)\.(\d+)", found)
-    return f"{match[1]}.{match[2]}" if match else ""
-
-
-def framework_words(kernel: str, backend: str, release: str = "") -> str:
-    """What a row ran on, in words: 'Keras 3.15 on its torch backend', 'PyTorch 2.11'; `release` is the framework's
-    release as the row recorded it ('' where it did not), `backend` the row's `backend` field (what `Point.key` stores
-    and the run's fingerprint records as `keras_backend`)."""
-    if kernel.startswith("keras."):
-        name = " ".join(["Keras", release]).strip()
-        return f"{name} on its {backend} backend" if backend else f"{name} (its backend not recorded)"
-    if kernel.startswith("torch."):
-        return " ".join(["PyTorch", release]).strip()
-    return kernel
-
-
-def releases(rows: pd.DataFrame, library: str) -> str:
-    """Every release of `library` the rows recorded, '3.15' or '3.15/3.16'; '' where none was recorded."""
-    found = {_release(v, library) for v in rows["versions"]} if "versions" in rows.columns else set()
-    return "/".join(sorted(found - {""}))
-
-
-def row_words(row) -> str:
-    """`framework_words` for one loaded row (a Series or a namedtuple of `results.load`)."""
-    kernel = str(getattr(row, "kernel", ""))
-    backend = getattr(row, "backend", "")
-    backend = backend if isinstance(backend, str) else ""
-    library = "keras" if kernel.startswith("keras.") else "torch"
-    return framework_words(kernel, backend, _release(getattr(row, "versions", None), library))
-
-
-def group_words(rows: pd.DataFrame | None, framework: str = "", backend: str = "") -> str:
-    """`framework_words` for rows of one framework and Keras backend, naming every release they hold; with no rows,
-    for `framework` and `backend` alone."""
-    if rows is None or rows.empty:
-        return framework_words(f"{framework}.", backend)
-    rows = _with_backend(rows)
-    first = rows.iloc[0]
-    return framework_words(first.kernel, first.backend,
-                           releases(rows, "keras" if first.kernel.startswith("keras.") else "torch"))
-
-
 def backend_note(rows: pd.DataFrame) -> str:
     """What the generic kernel is on the rows' Keras backend, with jax's release where it was recorded."""
     rows = _with_backend(rows)
     backend = rows.backend.iloc[0]
     note = BACKEND_NOTES.get(backend, "")
     if backend == "jax" and "versions" in rows.columns:
-        jax = releases(rows, "jax")
+        jax = releases(rows["versions"], "jax")
         note = f"jax {jax}, {note}" if jax else note
     return note
 
@@ -245,7 +204,7 @@ def sets_backends(results: pd.DataFrame) -> str:
     out = []
     for hardware_id in sorted(h for h in results.hardware_id.unique() if h.startswith("cuda-")):
         mine = rows[rows.hardware_id == hardware_id]
-        groups = [f"{group_words(part)} ({len(part)} rows)" for _, part in mine.groupby("backend", sort=True)]
+        groups = [f"{rows_words(part)} ({len(part)} rows)" for _, part in mine.groupby("backend", sort=True)]
         out.append(f"On {hardware_id} the Keras rows ran on {' and '.join(groups)}." if groups else
                    f"On {hardware_id} no Keras row was timed.")
     return " ".join(out) or "No GPU set is stored."
@@ -348,10 +307,9 @@ class CaseResult:
 
     @property
     def part(self) -> tuple[str, float, float]:
-        """The verdict's part: its name says the case, the Keras release and the backend ('ReLU (Keras 3.15 on
-        torch)'), as the landing table and figure show it."""
-        keras = self.framework.split(" on its ", 1)[0].split(" (", 1)[0]
-        return f"{self.case.short} ({keras} on {self.backend or 'a backend not recorded'})", self.low, self.high
+        """The verdict's part: its name says the case and what it ran on, the Keras release and backend ('ReLU
+        (Keras 3.15 on its torch backend)', `frameworks.framework_words`), as the landing table and figure show it."""
+        return f"{self.case.short} ({self.framework})", self.low, self.high
 
     @property
     def figure_text(self) -> str:
@@ -377,7 +335,7 @@ def case_results(results: pd.DataFrame, table: pd.DataFrame, hardware_id: str, p
                 continue
             ran = mine[(mine.kernel == case.kernel) & (mine.backend == backend) & (mine.status == "ok")]
             low, high = geomean_interval(list(part.replicates))
-            out.append(CaseResult(case, backend, group_words(ran, "keras", backend), geomean(part.ratio), low, high,
+            out.append(CaseResult(case, backend, rows_words(ran, "keras", backend), geomean(part.ratio), low, high,
                                   len(part)))
     return out
 
@@ -415,7 +373,7 @@ def recurrent_dropout_why(results: pd.DataFrame) -> str:
     for (hardware_id, backend), ran in (gpu.groupby(["hardware_id", "backend"]) if not gpu.empty else []):
         dropout, relu = (op_counts(rows, hardware_id, backend, k) for k in ("keras.recurrent_dropout", "keras.relu"))
         if dropout and relu:
-            counted.append(f"on {hardware_id} ({group_words(ran)}) one inference call with recurrent dropout ran "
+            counted.append(f"on {hardware_id} ({rows_words(ran)}) one inference call with recurrent dropout ran "
                            f"{dropout} ATen ops against {relu} for the ReLU layer")
     return recurrent_dropout_source() + (f"; {'; '.join(counted)}" if counted else "")
 
@@ -440,7 +398,7 @@ def _others_text(results: pd.DataFrame, table: pd.DataFrame, hardware_id: str) -
                                        if not mine.empty else []):
         ran = rows[rows.kernel.isin(part.kernel) & (rows.backend == backend)]
         each = [f"{TRIGGERS[kernel][1]} {geomean(p.ratio):.2f}x ({kernel})" for kernel, p in part.groupby("kernel")]
-        groups.append(f"{group_words(ran, framework, backend)}: {', '.join(each)}")
+        groups.append(f"{rows_words(ran, framework, backend)}: {', '.join(each)}")
     return "; ".join(groups)
 
 
@@ -481,8 +439,7 @@ def gpu_verdict(results: pd.DataFrame, table: pd.DataFrame, hardware_id: str) ->
         note = backend_note(ran)
         each = []
         for c in cases:
-            why = (f" (Keras {KERAS_SOURCE[0]} forces implementation=1 whenever it is set: {KERAS_SOURCE[1]}, lines "
-                   f"{RECURRENT_DROPOUT_LINES[0][0]}-{RECURRENT_DROPOUT_LINES[1][0]})"
+            why = (f" (Keras {KERAS_SOURCE[0]} {recurrent_dropout_forces()})"
                    if c.case.kernel == "keras.recurrent_dropout" else "")
             each.append(f"{c.case.words} {c.figure_text}: {c.outcome.value}, {near_seed(c.low, c.high)}{why}")
         groups.append(f"{cases[0].framework}{f' ({note})' if note else ''}, in training: {'; '.join(each)}")
@@ -508,7 +465,7 @@ def seeds_triggers_on_cpu(table: pd.DataFrame, hardware_id: str, results: pd.Dat
         each = [f"{TRIGGERS[kernel][1]} {geomean(p.ratio):.2f}x" for kernel, p in part.groupby("kernel")]
         ran = rows[(rows.hardware_id == hardware_id) & rows.kernel.isin(part.kernel) & (rows.backend == backend)] \
             if rows is not None else rows
-        groups.append(f"{', '.join(each)} on {group_words(ran, 'keras', backend)}")
+        groups.append(f"{', '.join(each)} on {rows_words(ran, 'keras', backend)}")
     return (f"the seeds' own triggers cost {'; '.join(groups)} here (Keras has no fused LSTM on a CPU to fall back "
             f"from)")
 

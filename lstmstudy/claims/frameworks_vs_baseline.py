@@ -18,9 +18,12 @@ arithmetic mean of ratios, which the slowest configurations dominate; we also gi
 divides, so that the host's cost of launching a call overlaps the device's work on the one before; the paper's
 PyTorch and TensorFlow runs "mimic the execution pattern of DeepBench" (seed 003, section 3). Every row of this
 claim is therefore timed twice: per call (a sync inside every sample, the study's usual clock, config ``{}``) and
-DeepBench's way (config ``QUEUED``: ``timing.Queued``, N calls between two syncs divided by N; N = 100, fewer where
-100 calls take over ``timing.QUEUE_S``, stated in each row's ``observed_detail``). The verdict decides on the queued
-rows. Stored sets keep reading: a row without the config is per call.
+DeepBench's way (config ``QUEUED``: ``timing.Queued``, N calls between two syncs divided by N; N is
+``frameworks.QUEUE_CALLS``, fewer where that many take over ``frameworks.QUEUE_S``, at least
+``frameworks.QUEUE_FEWEST``: `frameworks.queue_words`; each row states its N in its ``observed_detail``). On a GPU
+the verdicts decide on the queued rows alone, and a set without them awaits them; a CPU set may decide on per-call
+rows, since a CPU runs each call to its end before the next starts. Stored sets keep reading: a row without the
+config is per call.
 
 **Our kernels.** DeepBench's baseline is ``cudnn.loop`` (`kernels.loop_baseline`): cuDNN 9's ``cudnnRNNForward``
 called from a small C++ harness built on the GPU node (`lstmstudy.native`), no CUDA graph and no ``nn.Module``;
@@ -29,7 +32,9 @@ CPU, oneDNN's op the same way. ``torch.raw`` (the fused op called directly on pr
 replayed from a CUDA graph, which also removes cuDNN's own per-call launches that DeepBench pays) is the floor of
 host cost, context. DeepBench itself times cuDNN with ``CUDNN_SKIP_INPUT`` (input size = hidden size, no input GEMM),
 which ``torch.raw_noinput`` mimics by precomputing the input projection. PyTorch is ``torch.fused``
-(``nn.LSTM``); TF Mode 0/1/2 are ``keras.cudnn_auto``, ``keras.impl1`` and ``keras.impl2``. AMP is fp16 on a GPU and
+(``nn.LSTM``); TF Mode 0/1/2 are ``keras.cudnn_auto``, ``keras.impl1`` and ``keras.impl2``, named with the Keras
+release and backend their rows ran on (`frameworks.framework_words`) wherever Keras did not run on TensorFlow or
+its rows do not say which backend ran. AMP is fp16 on a GPU and
 bf16 on a CPU (autocast / Keras mixed policies; the raw baseline holds weights in the 16-bit type). Input size =
 hidden size everywhere, as in the paper. On a CPU there is no cuDNN: the baselines and ``torch.fused`` call oneDNN,
 every Keras mode runs TensorFlow's generic loop, and the verdict is the CPU analogue of the claim.
@@ -52,6 +57,7 @@ import pandas as pd
 
 from lstmstudy import contract, published
 from lstmstudy.claims import Claim, Lease
+from lstmstudy.frameworks import QUEUE_CALLS, QUEUE_S, field_text, framework_words, queue_words, rows_words
 from lstmstudy.results import config_text
 from lstmstudy.observe import what_ran
 from lstmstudy.parameters import check_bool, check_choices, check_positive_ints
@@ -66,7 +72,7 @@ NAME = "frameworks_vs_baseline"
 NUMBER = "04"
 STATEMENT = "PyTorch's LSTM is ~50% slower than the raw cuDNN baseline (DeepBench), and TensorFlow far slower"
 PYTORCH_ONLY = ("PyTorch's LSTM is ~50% slower than the raw cuDNN baseline (DeepBench); the TensorFlow half is "
-                "not measured (Keras ran on another backend)")
+                "not measured (Keras ran on another backend, or its rows do not record which)")
 PYTORCH_ONLY_CPU = ("PyTorch's LSTM is ~50% slower than the raw baseline (oneDNN on a CPU); the TensorFlow half is not "
                     "judged on a CPU")
 #: why a CPU set's TF Mode 0 cannot carry the TensorFlow half: it measures claim 1's fallback, not framework overhead
@@ -94,14 +100,15 @@ QUEUED_CLOCK, PER_CALL_CLOCK = "queued", "per call"
 DEEPBENCH = "DeepBench"
 RULE = ("two parts, fp32, each on the 95% interval of a geometric-mean ratio over the grid's configurations "
         "(a bootstrap over configurations and each one's rounds and samples), each kernel timed DeepBench's way: "
-        "N forward calls queued between two syncs, divided by N (N = 100, fewer where 100 calls take over 10 ms, "
-        "at least 2; each row states its N). PyTorch: torch.fused's slowdown over the loop baseline cudnn.loop "
+        f"N forward calls queued between two syncs, divided by N ({queue_words()}; each row states its N). "
+        "PyTorch: torch.fused's slowdown over the loop baseline cudnn.loop "
         "(cuDNN's forward called from C++ in that loop, no CUDA graph, no nn.Module; ATen's cuDNN op from Python "
         "where the C++ harness cannot be built, the row saying which ran) holds if its interval lies within "
         "1.25-2.0x, fails if it lies below 1.25x or above 2.0x. TensorFlow 'far slower': keras.cudnn_auto over "
         f"torch.fused, both queued, holds if its interval lies at or above {FAR_SLOWER:.0f}x, fails if below; not "
-        "measured where Keras ran on a backend other than TensorFlow (the verdict is then on the PyTorch half "
-        "alone, and says so), and never on a CPU, where Keras's default LSTM is TensorFlow's generic loop (claim "
+        "measured where Keras ran on a backend other than TensorFlow or its rows do not record their backend (the "
+        "verdict is then on the PyTorch half alone, says so, and names the Keras release and backend that ran), "
+        "and never on a CPU, where Keras's default LSTM is TensorFlow's generic loop (claim "
         "1's fallback, not framework overhead). Reproduced if both hold, partly if one holds and the other fails, "
         "not reproduced if neither, inconclusive if an interval across a threshold could change the outcome. A GPU "
         "set without queued rows of torch.fused and cudnn.loop awaits the loop baseline: nothing is decided, and its "
@@ -120,16 +127,19 @@ IMPL_SEED = ('"Figure 1, which maps batch size to the forwarding time, shows mod
              'falls behind mode 2" (seed 003, TITAN V, inference)')
 IMPL_SMALL_BATCH = 16
 IMPL_RULE = (f"keras.impl1 (implementation=1) against keras.impl2 (implementation=2), both Keras's generic kernel, "
-             f"fp32, from their queued rows where the set holds both (DeepBench's clock), else their per-call rows "
-             f"(a generic loop queues hundreds of kernels a call, so one sync a call changes it by far less than "
-             f"its interval): part (i), at batch <= {IMPL_SMALL_BATCH}, Mode 2 over Mode 1 time (geometric mean over those "
-             f"configurations) holds if its 95% interval lies above 1 (Mode 1 faster), fails if below; part (ii), at "
-             f"batch > {IMPL_SMALL_BATCH}, Mode 1 over Mode 2 time holds if its interval lies above 1. Reproduced if "
-             f"both hold; partly if Mode 1 is faster at both ends; not reproduced if Mode 2 is faster at both ends "
-             f"(no crossover, as claim 2's rule for a GPU faster at both ends) or if neither holds; inconclusive "
-             f"if an interval across 1 could change the outcome. Keras 3 honours `implementation` in its generic "
-             f"cell (four matmuls per step at 1, one at 2) on every backend, so Keras-on-torch rows are judged too, "
-             f"labelled so")
+             f"fp32, each timed DeepBench's way: N forward calls queued between two syncs, divided by N "
+             f"({queue_words()}): part (i), at batch <= {IMPL_SMALL_BATCH}, Mode 2 over Mode 1 time (geometric "
+             f"mean over those configurations) holds if its 95% interval lies above 1 (Mode 1 faster), fails if "
+             f"below; part (ii), at batch > {IMPL_SMALL_BATCH}, Mode 1 over Mode 2 time holds if its interval lies "
+             f"above 1. Reproduced if both hold; partly if Mode 1 is faster at both ends; not reproduced if Mode 2 "
+             f"is faster at both ends (no crossover, as claim 2's rule for a GPU faster at both ends) or if neither "
+             f"holds; inconclusive if an interval across 1 could change the outcome. A GPU set without queued rows "
+             f"of both modes awaits them: nothing is decided, and its per-call ratios are given as context. A CPU "
+             f"set is decided on its queued rows where it holds both modes', else on its per-call rows (a CPU runs "
+             f"each call to its end before the next starts: there is no launch cost for a queue to hide). Keras 3 "
+             f"honours `implementation` in its generic cell (four matmuls per step at 1, one at 2) on every "
+             f"backend, so rows of any Keras backend are judged, the verdict naming the Keras release and backend "
+             f"that ran them")
 MODE_PART = Bands((1.0,), (Outcome.NOT_REPRODUCED, Outcome.REPRODUCED))
 
 #: our kernel -> the paper's name for it (torch.raw is ours: the fused op replayed from a CUDA graph on a GPU)
@@ -203,16 +213,19 @@ def baseline_for(clock: str) -> str:
     return LOOP if clock == QUEUED_CLOCK else "torch.raw"
 
 
-def keras_name(backend: str) -> str:
-    """What a Keras row ran on: the paper's TensorFlow, or Keras on another backend (never called TensorFlow)."""
-    return "TF" if backend in ("", "tensorflow") else f"Keras-on-{backend}"
+def on_tensorflow(backend: object) -> bool:
+    """Whether a Keras row ran on TensorFlow, the paper's framework: only where it records so. A row that records no
+    backend ('') is not taken for TensorFlow's."""
+    return field_text(backend) == "tensorflow"
 
 
-def label(kernel: str, precision: str, backend: str = "tensorflow") -> str:
-    """The paper's name with ours: 'PyTorch AMP bf16 (torch.fused)', 'Keras-on-torch Mode 0 (keras.cudnn_auto)'."""
+def label(kernel: str, precision: str, backend: object = "tensorflow", versions: object = None) -> str:
+    """The paper's name with ours: 'PyTorch AMP bf16 (torch.fused)', 'TF Mode 0 (keras.cudnn_auto)' where Keras ran
+    on TensorFlow; elsewhere what ran it (`frameworks.framework_words`, from the row's `backend` and `versions`)
+    instead of 'TF': 'Keras 3.15 on its torch backend, Mode 0 (keras.cudnn_auto)'."""
     paper = PAPER_NAMES.get(kernel, kernel)
-    if kernel.startswith("keras.") and paper.startswith("TF "):
-        paper = paper.replace("TF", keras_name(backend), 1)
+    if kernel.startswith("keras.") and paper.startswith("TF ") and not on_tensorflow(backend):
+        paper = f"{framework_words('keras', backend, versions)}, {paper.removeprefix('TF ')}"
     amp = "" if precision == "fp32" else f" AMP {precision}"
     return f"{paper}{amp} ({kernel})"
 
@@ -312,7 +325,8 @@ def timed(results: pd.DataFrame, clock: str | None = PER_CALL_CLOCK) -> pd.DataF
     ok["in_kernel_s"] = [d.get("in_kernel_ms", np.nan) * 1e-3 if d.get("in_kernel_ms") is not None else np.nan
                          for d in details]
     ok["calls"] = [d.get("calls_per_sample", 1) for d in details]
-    ok["label"] = [label(k, p, b) for k, p, b in zip(ok.kernel, ok.precision, ok.backend)]
+    versions = ok["versions"] if "versions" in ok.columns else pd.Series(None, index=ok.index, dtype=object)
+    ok["label"] = [label(k, p, b, v) for k, p, b, v in zip(ok.kernel, ok.precision, ok.backend, versions)]
     return ok
 
 
@@ -504,10 +518,61 @@ def ratio(results: pd.DataFrame, kernel: str, baseline: str, precision: str = "f
     return pd.DataFrame(rows, columns=RATIO_COLUMNS)
 
 
-def _backend(results: pd.DataFrame, hw: str) -> str:
-    """The Keras backend of a hardware set's Keras rows (the newest, if it has several)."""
-    rows = results[(results.hardware_id == hw) & (results.framework == "keras")]
-    return str(rows.sort_values("created_at").backend.iloc[-1]) if len(rows) else "tensorflow"
+def keras_rows(results: pd.DataFrame, hw: str) -> pd.DataFrame:
+    """A hardware set's Keras rows of its newest Keras backend (a set measured on two keeps the newer, as the ratios
+    do: `_side`), their `backend` as text ('' where not recorded); empty where the set has none."""
+    rows = results[(results.hardware_id == hw) & results.kernel.str.startswith("keras.")]
+    if rows.empty:
+        return rows
+    rows = rows.sort_values("created_at", kind="stable")
+    rows = rows.assign(backend=[field_text(b) for b in rows.get("backend", pd.Series(None, index=rows.index))])
+    return rows[rows.backend == rows.backend.iloc[-1]]
+
+
+@dataclass(frozen=True)
+class KerasRan:
+    """What a hardware set's Keras rows ran on (`keras_rows`): their `backend` (None where the set has no Keras rows,
+    '' where they record none) and the `versions` they recorded."""
+
+    backend: str | None
+    versions: tuple = ()
+
+    @property
+    def words(self) -> str:
+        """The Keras release and backend, 'Keras 3.15 on its torch backend' (`frameworks.framework_words`)."""
+        return "Keras" if self.backend is None else framework_words("keras", self.backend, self.versions)
+
+    def label(self, kernel: str, precision: str = "fp32") -> str:
+        """`label` of a Keras kernel on these rows: 'Keras 3.15 on its torch backend, Mode 0 (keras.cudnn_auto)'."""
+        return label(kernel, precision, "tensorflow" if self.backend is None else self.backend, self.versions)
+
+    @property
+    def tensorflow(self) -> bool | None:
+        """True where the rows ran on TensorFlow, the paper's framework; None where the set has no Keras rows."""
+        return None if self.backend is None else on_tensorflow(self.backend)
+
+    @property
+    def name(self) -> str:
+        """The framework as a sentence names it: 'TensorFlow' on TensorFlow, else what ran it."""
+        return "TensorFlow" if self.tensorflow else self.words
+
+    @property
+    def not_tensorflow(self) -> str:
+        """Why the TensorFlow half is not measured on these rows, in words ('' on TensorFlow or with no rows)."""
+        if self.backend is None or self.tensorflow:
+            return ""
+        if not self.backend:
+            return (f"these Keras rows are {self.words}: they do not record which backend ran them, so they cannot "
+                    f"stand for TensorFlow")
+        return f"these Keras rows are {self.words}, not TensorFlow"
+
+
+def keras_ran(results: pd.DataFrame, hw: str) -> KerasRan:
+    """What a hardware set's Keras rows ran on (`KerasRan`)."""
+    rows = keras_rows(results, hw)
+    if rows.empty:
+        return KerasRan(None)
+    return KerasRan(rows.backend.iloc[-1], tuple(rows["versions"]) if "versions" in rows.columns else ())
 
 
 def _lookup(frame: pd.DataFrame, hw: str) -> pd.Series | None:
@@ -525,8 +590,8 @@ def clock_words(row: pd.Series) -> str:
     if row.clock != QUEUED_CLOCK:
         return "both timed one call a sample"
     calls = (f"N = {int(row.calls_max)}" if row.calls_min == row.calls_max else
-             f"N = {int(row.calls_min)}-{int(row.calls_max)}: 100 where 100 calls take at most 10 ms, fewer for longer "
-             f"steps")
+             f"N = {int(row.calls_min)}-{int(row.calls_max)}: {QUEUE_CALLS} where {QUEUE_CALLS} calls take at most "
+             f"{QUEUE_S * 1e3:g} ms, fewer for longer steps")
     return f"both timed DeepBench's way, N calls queued between two syncs and divided by N ({calls})"
 
 
@@ -572,6 +637,16 @@ def awaits_text(results: pd.DataFrame, hw: str, context: pd.Series | None) -> st
     return text
 
 
+def _modes_text(small: pd.Series, large: pd.Series, decided: bool = True) -> str:
+    """Mode 2 over Mode 1 at small batches and Mode 1 over Mode 2 at large ones, in words; each with what its part
+    reads where they are `decided` (not where they are context)."""
+    def part(name: str, row: pd.Series) -> str:
+        return f", part ({name}) {PART_WORDS[MODE_PART.decide(row.ratio_lo, row.ratio_hi)]}" if decided else ""
+
+    return (f"batch <= {IMPL_SMALL_BATCH}: Mode 2 takes {_interval_text(small)} Mode 1's time{part('i', small)}; "
+            f"batch > {IMPL_SMALL_BATCH}: Mode 1 takes {_interval_text(large)} Mode 2's{part('ii', large)}")
+
+
 def verdicts(results: pd.DataFrame) -> list[Verdict]:
     """Per hardware set, from the rules: the claim (RULE), then the paper's Mode 1 vs Mode 2 (IMPL_RULE)."""
     pytorch = ratio(results, "torch.fused", DEEPBENCH)
@@ -582,18 +657,21 @@ def verdicts(results: pd.DataFrame) -> list[Verdict]:
     for hw, kind in _kinds(results).items():
         analogue = "" if kind == "cuda" else "CPU analogue (oneDNN baseline, no cuDNN): "
         pt, tf = _lookup(pytorch, hw), _lookup(tensorflow, hw)
-        backend = keras_name(_backend(results, hw))
-        keras_on_tensorflow = backend == "TF" and kind == "cuda"
-        statement = STATEMENT if keras_on_tensorflow else PYTORCH_ONLY if kind == "cuda" else PYTORCH_ONLY_CPU
+        keras = keras_ran(results, hw)
+        # a GPU set without Keras rows could still be measured on TensorFlow: its TensorFlow half is then missing
+        both_halves = kind == "cuda" and keras.tensorflow is not False
+        statement = STATEMENT if both_halves else PYTORCH_ONLY if kind == "cuda" else PYTORCH_ONLY_CPU
+        tf_words = (f"; the TensorFlow half not measured: {keras.not_tensorflow}"
+                    if kind == "cuda" and keras.not_tensorflow else "")
         if kind == "cuda" and tf is not None and tf.clock != QUEUED_CLOCK:
             tf = None  # a GPU verdict decides on DeepBench's clock alone
         if kind == "cuda" and (pt is None or pt.clock != QUEUED_CLOCK):
-            out.append(Verdict(NAME, statement, hw, SEED_FIGURE, None, awaits_text(results, hw, pt),
+            out.append(Verdict(NAME, statement, hw, SEED_FIGURE, None, awaits_text(results, hw, pt) + tf_words,
                                Outcome.NOT_MEASURED, RULE))
-        elif pt is None or (tf is None and keras_on_tensorflow):
+        elif pt is None or (tf is None and both_halves):
             halves = ((f"torch.fused vs {DEEPBENCH}", pt), ("keras.cudnn_auto vs torch.fused", tf))
             missing = " and ".join(w for w, r in halves if r is None)
-            out.append(Verdict(NAME, statement, hw, SEED_FIGURE, None, f"not measured ({missing})",
+            out.append(Verdict(NAME, statement, hw, SEED_FIGURE, None, f"not measured ({missing}){tf_words}",
                                Outcome.NOT_MEASURED, RULE))
         else:
             parts = [PYTORCH_PART.possible(pt.ratio_lo, pt.ratio_hi)]
@@ -603,42 +681,48 @@ def verdicts(results: pd.DataFrame) -> list[Verdict]:
             text = (f"{analogue}torch.fused takes {_interval_text(pt)} {pt.baseline}'s time, "
                     f"{clock_words(pt)}{per_call}: the PyTorch part "
                     f"{PART_WORDS[PYTORCH_PART.decide(pt.ratio_lo, pt.ratio_hi)]} (1.25-2.0x){device_words(pt)}")
-            if keras_on_tensorflow:
+            if both_halves:
                 parts.append(TENSORFLOW_PART.possible(tf.ratio_lo, tf.ratio_hi))
                 text += (f"; keras.cudnn_auto (TF Mode 0) takes {_interval_text(tf)} torch.fused's time: the "
                          f"TensorFlow part {PART_WORDS[TENSORFLOW_PART.decide(tf.ratio_lo, tf.ratio_hi)]} (far "
                          f"slower: >= {FAR_SLOWER:.0f}x){device_words(tf)}")
             elif kind == "cuda":
-                text += "; the TensorFlow half not measured (Keras ran on another backend)"
+                text += tf_words
             else:
                 context = f" (context: {_interval_text(tf)} torch.fused)" if tf is not None else ""
                 text += f"; {TF_ON_CPU}{context}"
             named = [("PyTorch", float(pt.ratio_lo), float(pt.ratio_hi))]
-            if keras_on_tensorflow:
+            if both_halves:
                 named.append(("TensorFlow", float(tf.ratio_lo), float(tf.ratio_hi)))
             out.append(Verdict(NAME, statement, hw, SEED_FIGURE, float(pt.ratio), text, settle(combine(parts)), RULE,
                                float(pt.ratio_lo), float(pt.ratio_hi), tuple(named)))
-        out.append(implementation_verdict(hw, kind, backend, _lookup(mode1_small, hw), _lookup(mode2_large, hw)))
+        out.append(implementation_verdict(hw, kind, keras.words, _lookup(mode1_small, hw), _lookup(mode2_large, hw)))
     return out
 
 
-def implementation_verdict(hw: str, kind: str, backend: str, small: pd.Series | None,
+def implementation_verdict(hw: str, kind: str, keras: str, small: pd.Series | None,
                            large: pd.Series | None) -> Verdict:
     """The paper's Mode 1 vs Mode 2 claim on one hardware set (IMPL_RULE), from its `ratio` rows: Mode 2 over
-    Mode 1 at batch <= 16 (`small`) and Mode 1 over Mode 2 above (`large`); `backend` names what Keras ran on."""
+    Mode 1 at batch <= 16 (`small`) and Mode 1 over Mode 2 above (`large`); `keras` names what Keras ran on
+    (`KerasRan.words`). A GPU set decides on queued rows alone: with per-call rows it awaits the queued ones."""
     if small is None or large is None:
         return Verdict(NAME, IMPL_STATEMENT, hw, IMPL_SEED, None,
                        f"not measured (keras.impl1 and keras.impl2 at batch sizes on both sides of {IMPL_SMALL_BATCH})",
                        Outcome.NOT_MEASURED, IMPL_RULE)
+    queued = small.clock == large.clock == QUEUED_CLOCK
+    if kind == "cuda" and not queued:
+        return Verdict(NAME, IMPL_STATEMENT, hw, IMPL_SEED, None,
+                       f"awaits queued rows of keras.impl1 and keras.impl2 (DeepBench's method: N calls queued "
+                       f"between two syncs): this set holds per-call rows of them alone, so nothing is decided. "
+                       f"Context, per call ({keras}), not deciding: {_modes_text(small, large, decided=False)}",
+                       Outcome.NOT_MEASURED, IMPL_RULE)
     possible = crossover_possible(MODE_PART.possible(small.ratio_lo, small.ratio_hi),
                                   MODE_PART.possible(large.ratio_lo, large.ratio_hi))
-    clocks = sorted({small.clock, large.clock})
-    text = (f"batch <= {IMPL_SMALL_BATCH}: Mode 2 takes {_interval_text(small)} Mode 1's time, part (i) "
-            f"{PART_WORDS[MODE_PART.decide(small.ratio_lo, small.ratio_hi)]}; batch > {IMPL_SMALL_BATCH}: Mode 1 "
-            f"takes {_interval_text(large)} Mode 2's, part (ii) "
-            f"{PART_WORDS[MODE_PART.decide(large.ratio_lo, large.ratio_hi)]} ({backend}"
-            f"{'' if kind == 'cuda' else ', CPU analogue: Keras generic loops on a CPU'}; timed "
-            f"{' and '.join(clocks)})")
+    clocks = " and ".join(sorted({small.clock, large.clock}))
+    why = ("" if queued else ": a CPU runs each call to its end before the next starts, so a queue hides no launch "
+                             "cost")
+    text = (f"{_modes_text(small, large)} ({keras}"
+            f"{'' if kind == 'cuda' else ', CPU analogue: Keras generic loops on a CPU'}; timed {clocks}{why})")
     return Verdict(NAME, IMPL_STATEMENT, hw, IMPL_SEED, float(small.ratio), text, settle(possible), IMPL_RULE,
                    float(small.ratio_lo), float(small.ratio_hi),
                    (("part (i)", float(small.ratio_lo), float(small.ratio_hi)),
@@ -654,11 +738,12 @@ def faster_text(results: pd.DataFrame) -> dict[str, str]:
     for kind in ("cpu", "cuda"):
         texts = []
         for _, row in tensorflow[[kinds.get(hw) == kind for hw in tensorflow.hardware_id]].iterrows():
-            backend = _backend(results, row.hardware_id)
-            keras = "TensorFlow" if keras_name(backend) == "TF" else keras_name(backend)
-            texts.append(f"{'PyTorch' if row.ratio > 1 else keras} is faster on {row.hardware_id}: "
-                         f"{label('keras.cudnn_auto', 'fp32', backend)} takes {_interval_text(row)} the time of "
-                         f"PyTorch (torch.fused), slower in {int(row.slower_in)} of the configurations ({row.clock})")
+            keras = keras_ran(results, row.hardware_id)
+            pytorch = rows_words(results[(results.hardware_id == row.hardware_id) & (results.kernel == "torch.fused")],
+                                 "torch")
+            texts.append(f"{pytorch if row.ratio > 1 else keras.name} is faster on {row.hardware_id}: "
+                         f"{keras.label('keras.cudnn_auto')} takes {_interval_text(row)} the time of {pytorch} "
+                         f"(torch.fused), slower in {int(row.slower_in)} of the configurations ({row.clock})")
         out[kind] = "; ".join(texts) or "not measured"
     return out
 
@@ -684,20 +769,21 @@ def host_side_text(results: pd.DataFrame) -> dict[str, str]:
 
 
 def glue_texts(results: pd.DataFrame) -> dict[str, str]:
-    """Texts for the page's prose, per device kind: `{kind}_faster`, `{kind}_overhead`, `{kind}_host` (how much of
-    PyTorch's gap is host-side), `{kind}_mpe_pytorch` (DeepBench vs PyTorch) and `{kind}_mpe_tf` (DeepBench vs TF
-    Mode 0). An MPE text gives every stored set's MPE, the paper's statistic, with its clock and no ratio: the
-    slowdown the verdict decides on is the verdict's own figure (`verdicts`), which the page glues, so that no second
-    estimate of it appears beside it."""
-    out = {f"{kind}_faster": text for kind, text in faster_text(results).items()}
+    """Texts for the page's prose: `queue` (how many calls a queued sample takes, `frameworks.queue_words`); per device
+    kind, `{kind}_faster`, `{kind}_overhead`, `{kind}_host` (how much of PyTorch's gap is host-side),
+    `{kind}_mpe_pytorch` (DeepBench vs PyTorch) and `{kind}_mpe_tf` (DeepBench vs TF Mode 0). An MPE text gives
+    every stored set's MPE, the paper's statistic, with its clock and no ratio: the slowdown the verdict decides on is
+    the verdict's own figure (`verdicts`), which the page glues, so that no second estimate of it appears beside it."""
+    out = {"queue": queue_words()}
+    out.update({f"{kind}_faster": text for kind, text in faster_text(results).items()})
     out.update({f"{kind}_overhead": text for kind, text in overhead_text(results).items()})
     out.update({f"{kind}_host": text for kind, text in host_side_text(results).items()})
     table = table2(results)
     kinds = _kinds(results)
 
     def mpe(row: pd.Series, key: str) -> str:
-        backend = _backend(results, row.hardware_id)
-        keras = "" if key == "mpe_pytorch" or keras_name(backend) == "TF" else f", Keras on {backend}"
+        ran = keras_ran(results, row.hardware_id)
+        keras = "" if key == "mpe_pytorch" or ran.tensorflow is not False else f", {ran.words}"
         return (f"{row['our MPE']:.2f} on {row.hardware_id} ({int(row.configurations)} configurations, "
                 f"{row['first (ours)'].split('@')[0]} {row.clock}{keras})")
 
@@ -928,7 +1014,8 @@ CLAIM = Claim(
     # takes twice a per-call one's calls a sample, and every row now adds a profiled pass: planned at 1.1 s
     seconds_per_point={"cpu": 1.4, "cuda": 1.1},
     # the verdicts read fp32 ratios at every shape: torch.fused over the loop baseline, both queued, and Mode 1
-    # against Mode 2; Keras's cuDNN over torch.fused only where Keras runs on TensorFlow, never on a GPU node, where
+    # against Mode 2 (per call here: context on a GPU, where that verdict awaits queued Keras rows, which the default
+    # grid times); Keras's cuDNN over torch.fused only where Keras runs on TensorFlow, never on a GPU node, where
     # it runs on torch. 48 per-call points (torch.raw, the CUDA-graph context, and the per-call figures beside the
     # queued ones), 24 queued (torch.fused and cudnn.loop) and the profiler's 4; 16 bits, the skip-input baseline,
     # the queued Keras modes and DeepBench's shapes come with the default grid. 1.0 s a point: the first lease's

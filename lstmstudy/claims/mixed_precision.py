@@ -32,7 +32,6 @@ reader sees which rows are bound by latency rather than arithmetic.
 
 from __future__ import annotations
 
-import json
 from collections.abc import Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING
@@ -42,6 +41,7 @@ import pandas as pd
 
 from lstmstudy import contract, published
 from lstmstudy.claims import Claim, Lease
+from lstmstudy.frameworks import rows_words
 from lstmstudy.observe import what_ran
 from lstmstudy.parameters import check_bool, check_choices, check_positive_ints
 from lstmstudy.results import config_text
@@ -522,29 +522,19 @@ def paper_table(results: pd.DataFrame) -> pd.DataFrame:
     return out[columns].sort_values(["hardware_id", "batch", "hidden", "timesteps"]).reset_index(drop=True)
 
 
-#: how a page names a Keras backend (the rows' `backend`), and the package whose version the rows record for it
-_BACKENDS = {"tensorflow": ("TensorFlow", "tensorflow"), "torch": ("torch", "torch"), "jax": ("JAX", "jax")}
-
-
 def keras_words(results: pd.DataFrame) -> dict[str, str]:
-    """Per hardware set with Keras rows, what ran them, from the rows' backend and versions: 'Keras 3.15.1 on its
-    torch backend (torch 2.11.0+cu130)'."""
+    """Per hardware set with Keras rows, what ran them (`frameworks.framework_words`, from the rows' backend and
+    versions): 'Keras 3.15 on its torch backend', each backend a set's rows hold, newest last."""
     out: dict[str, str] = {}
     if results.empty:
         return out
-    for hardware_id, part in results[results.kernel == KERAS_KERNEL].groupby("hardware_id", sort=True):
-        backend = str(part.backend.mode().iloc[0]) if part.backend.notna().any() else ""
-        versions: dict = {}
-        for text in part.versions.dropna():
-            try:
-                versions = json.loads(text)
-                break
-            except (TypeError, ValueError):
-                continue
-        name, package = _BACKENDS.get(backend, (backend, backend))
-        on = f"on its {name} backend" if backend else "on a backend its rows do not record"
-        version = f" ({name} {versions[package]})" if backend and versions.get(package) else ""
-        out[hardware_id] = f"Keras {versions.get('keras', '(version not recorded)')} {on}{version}"
+    keras = results[results.kernel == KERAS_KERNEL]
+    backend = keras["backend"] if "backend" in keras.columns else pd.Series("", index=keras.index)
+    keras = keras.assign(backend=backend.fillna("").astype(str))
+    if "created_at" in keras.columns:
+        keras = keras.sort_values("created_at", kind="stable")
+    for hardware_id, part in keras.groupby("hardware_id", sort=True):
+        out[hardware_id] = " and ".join(rows_words(part[part.backend == b]) for b in dict.fromkeys(part.backend))
     return out
 
 

@@ -6,12 +6,13 @@ loop baseline built, and the time inside the kernels recorded beside the wall ti
   of a kernel's wall time into the time inside the LSTM op and the framework's overhead around it.
 - Every other point is built (the registry's kernel, `kernels.prepare`, or the loop baseline,
   `kernels.loop_baseline`) and timed in its group's rounds: one call a sample, or, where its config is the claim's
-  `queued` one, DeepBench's clock (`timing.Queued`: N calls between two syncs, divided by N; N = 100, fewer where
-  100 calls take over `timing.QUEUE_S`, `timing.queue_length`). After the rounds, one profiled pass of the same
-  number of calls records the time inside the kernels per call (`device_time`: on a GPU every kernel the calls ran,
-  cuDNN's and cuBLAS's; on a CPU oneDNN's LSTM op) in the row's `observed_detail` (`in_kernel_ms`, with the
-  profiled pass's own wall time, `profiled_wall_ms`), with the clock that timed the row (`clock`,
-  `calls_per_sample`). A CPU Keras row records none: TensorFlow's ops are not torch's profiler's to see.
+  `queued` one, DeepBench's clock (`timing.Queued`: N calls between two syncs, divided by N; N = `QUEUE_CALLS`,
+  fewer where that many take over `QUEUE_S`, at least `QUEUE_FEWEST`: `timing.queue_length`, the constants in
+  `lstmstudy.frameworks`). After the rounds, one profiled pass of the same number of calls records the time inside
+  the kernels per call (`device_time`: on a GPU every kernel the calls ran, cuDNN's and cuBLAS's; on a CPU oneDNN's
+  LSTM op) in the row's `observed_detail` (`in_kernel_ms`, with the profiled pass's own wall time,
+  `profiled_wall_ms`), with the clock that timed the row (`clock`, `calls_per_sample`). A CPU Keras row records
+  none: TensorFlow's ops are not torch's profiler's to see.
 """
 
 from __future__ import annotations
@@ -24,7 +25,7 @@ import torch
 
 from lstmstudy import contract, kernels, timing
 from lstmstudy.errors import Skip
-from lstmstudy.observe import CPU_LSTM_OPS, FUSED, Observation, _profiled, time_inside
+from lstmstudy.observe import CPU_LSTM_OPS, FUSED, Observation, profiled_events, time_inside
 from lstmstudy.timing import Measurement
 
 #: a row's `observed_detail` keys this protocol writes
@@ -67,10 +68,10 @@ def device_time(step: Callable[[], object], sync: Callable[[], object] | None, d
 
     finish = sync or (lambda: None)
     if device.type not in _profiler_warm:
-        _profiled([step, finish], device)
+        profiled_events([step, finish], device)
         _profiler_warm.add(device.type)
     t0 = time.perf_counter()
-    events = _profiled([step] * calls + [finish], device)
+    events = profiled_events([step] * calls + [finish], device)
     wall = (time.perf_counter() - t0) / calls
     if device.type == "cuda":
         total_us = sum(e.time_range.elapsed_us() for e in events if e.device_type == DeviceType.CUDA)
