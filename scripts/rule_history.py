@@ -50,7 +50,8 @@ def rules_of(table: str) -> dict[str, str]:
     comes first and a second statement's after it."""
     found: dict[str, list[str]] = {}
     for row in re.findall(r"<tr>(.*?)</tr>", table, re.S):
-        cells = [html.unescape(re.sub(r"<.*?>", "", c)).strip() for c in re.findall(r"<td[^>]*>(.*?)</td>", row, re.S)]
+        cells = [html.unescape(re.sub(r"</?[A-Za-z][^<>]*>", "", c)).strip()  # tags only: a rule may say "<= 16"
+                 for c in re.findall(r"<td[^>]*>(.*?)</td>", row, re.S)]
         if len(cells) >= 3:
             found.setdefault(cells[0], []).append(cells[-1])
     return {rule_history.key(number, i + 1): text for number, texts in found.items() for i, text in enumerate(texts)}

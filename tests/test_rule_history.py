@@ -77,8 +77,8 @@ def test_the_script_reads_the_ledgers_tables():
     assert script.verdicts_of(verdicts) == {("05", "cpu-a"): ("partly", "1.8x (1.7-2.0)"),
                                             ("05", "cuda-b"): ("not reproduced", "0.96x; keras_x")}
     rules = ("<table><tr><th>claim</th></tr><tr><td>05</td><td>S</td><td>reproduced if &gt; 2x</td></tr>"
-             "<tr><td>05</td><td>a second statement</td><td>holds if 9x</td></tr></table>")
-    assert script.rules_of(rules) == {"05": "reproduced if > 2x", "05.2": "holds if 9x"}
+             "<tr><td>05</td><td>a second statement</td><td>at batch <= 16, holds if > 9x</td></tr></table>")
+    assert script.rules_of(rules) == {"05": "reproduced if > 2x", "05.2": "at batch <= 16, holds if > 9x"}
 
 
 def test_the_ledger_lists_every_earlier_rule_under_which_a_set_read_another_outcome():
