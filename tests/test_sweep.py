@@ -12,7 +12,7 @@ import time
 import pytest
 import torch
 
-from lstmstudy import contract, results, sweep, timing
+from lstmstudy import contract, hardware, results, sweep, timing
 from lstmstudy.backends import keras_backend
 from lstmstudy.errors import DeviceFailed, Skip
 from lstmstudy.hardware import fingerprint
@@ -97,11 +97,14 @@ def test_an_interrupted_sweep_resumes_without_losing_or_duplicating(results_root
     assert sorted(results.load("demo", latest=False).batch) == [1, 2, 3, 4, 5, 6]
 
 
-def test_a_killed_sweep_resumes(results_root):
+def test_a_killed_sweep_resumes(results_root, monkeypatch):
+    # one speed for both processes: this tests resuming, and a loaded machine's calibrations can lie 2x apart
+    monkeypatch.setattr(hardware, "calibrate", lambda device, **options: 1e-3)
     script = textwrap.dedent(f"""
         import os, sys, time
         sys.path.insert(0, {os.getcwd()!r})
-        from lstmstudy import sweep
+        from lstmstudy import hardware, sweep
+        hardware.calibrate = lambda device, **options: 1e-3
         from tests.test_sweep import grid, fake_outcome
         def slow(point, device):
             print(point.shape.batch, flush=True)
