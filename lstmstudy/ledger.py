@@ -17,7 +17,8 @@ import pandas as pd
 
 from lstmstudy import published, published_rules, results, rule_history
 from lstmstudy.claims import Claim, registry
-from lstmstudy.rules import CPU_ANALOGUE, GPU, PUBLISHED, PUBLISHED_PREFIX, Outcome, one_burst_sets
+from lstmstudy.rules import (CPU_ANALOGUE, GPU, PUBLISHED, PUBLISHED_PREFIX, Outcome, one_burst_sets,
+                             why_not_measured)
 from lstmstudy.stats import NOISY_WORDS
 from lstmstudy.toc import claim_pages
 
@@ -132,14 +133,14 @@ def short_set(hardware: str) -> str:
 
 def _set_cell(rows: pd.DataFrame, *, bold: bool) -> str:
     """One landing cell, as HTML: each measured set's verdict and figure, the rest counted in words; in the GPU
-    column (`bold`) a set the claim could not be measured on is named, with why (its figure's words up to the first
-    colon: 'not measured at the paper's sizes'), since a GPU set is rare and what it lacks is news."""
+    column (`bold`) a set the claim could not be measured on is named, with why (`why_not_measured`), since a GPU
+    set is rare and what it lacks is news."""
     measured = rows[~rows["verdict"].isin(_NO_VERDICT)]
     parts = [f"<code>{escape(short_set(r.hardware))}</code>: "
              + (f"<strong>{escape(r.verdict)}</strong>" if bold else escape(r.verdict))
              + (f", {escape(r.brief)}" if r.brief else "") for r in measured.itertuples()]
     if bold:
-        parts += [f"<code>{escape(short_set(r['hardware']))}</code>: {escape(r['our figure'].split(':')[0])}"
+        parts += [f"<code>{escape(short_set(r['hardware']))}</code>: {escape(why_not_measured(r['our figure']))}"
                   for r in rows[rows["verdict"] == Outcome.NOT_MEASURED.value].to_dict("records")]
         rows = rows[rows["verdict"] != Outcome.NOT_MEASURED.value]
     for outcome, words in ((Outcome.NOT_ASSESSED.value, "no verdict (noise not assessed)"),

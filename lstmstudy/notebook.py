@@ -17,7 +17,8 @@ from lstmstudy.claims import DEVICE_KINDS, Claim
 from lstmstudy.errors import ParameterError
 from lstmstudy.parameters import check_bool, check_positive_number
 from lstmstudy.results import fingerprints
-from lstmstudy.rules import CPU_ANALOGUE, GPU, PUBLISHED_PREFIX, Outcome, Verdict, one_burst_sets
+from lstmstudy.rules import (CPU_ANALOGUE, GPU, PUBLISHED_PREFIX, Outcome, Verdict, one_burst_sets,
+                             why_not_measured)
 
 
 def check_common(*, device: object, measure: object, quick: object, min_time: object,
@@ -203,9 +204,9 @@ def glance(claim: Claim, results: pd.DataFrame, verdicts: Sequence[Verdict], roo
 
 
 def _not_measured(text: str) -> str:
-    """Why a GPU set could not decide a claim, from its verdict's words up to the first colon ('not measured at the
-    paper's sizes'), under the outcome's name unless the words begin with it."""
-    why = text.split(":")[0].strip()
+    """Why a GPU set could not decide a claim (`why_not_measured`), under the outcome's name unless the words begin
+    with it."""
+    why = why_not_measured(text)
     return f"**{why}**" if why.startswith("not measured") else f"**{Outcome.NOT_MEASURED.value}** ({why})"
 
 

@@ -58,6 +58,12 @@ MEANINGS: dict[Outcome, str] = {
 }
 
 
+def why_not_measured(ours_text: str) -> str:
+    """Why a set could not decide a claim: a not-measured verdict's words up to their first colon ('not measured at
+    the paper's sizes', 'awaits the loop baseline'), what the opening boxes and the landing table name a GPU set by."""
+    return ours_text.split(":")[0].strip()
+
+
 #: every seed's claim is about GPUs: a verdict on a CPU set tests the claim's CPU analogue, never the claim;
 #: a published one was measured by others on their GPUs (`lstmstudy.published`) and is never counted as ours
 GPU, CPU_ANALOGUE, PUBLISHED = "GPU", "CPU analogue", "published"

@@ -254,19 +254,24 @@ TORCH_BACKEND_CHILD = textwrap.dedent("""
 """)
 
 
-@pytest.fixture(scope="module")
-def torch_backend(request, tmp_path_factory) -> dict:
-    """What `TORCH_BACKEND_CHILD` printed, computed once per test run."""
+def backend_child(request, tmp_path_factory, name: str, script: str, **env: str) -> dict:
+    """What a child process running `script` under `env` (a Keras backend) printed after RESULT, computed once per
+    test run under `name`."""
     from conftest import once_per_run
 
     def run() -> dict:
-        env = {**os.environ, "KERAS_BACKEND": "torch"}
-        done = subprocess.run([sys.executable, "-c", TORCH_BACKEND_CHILD], capture_output=True, text=True, env=env,
-                              timeout=300)
+        done = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True,
+                              env={**os.environ, **env}, timeout=300)
         assert done.returncode == 0, done.stderr[-3000:]
         return json.loads(done.stdout.split("RESULT", 1)[1])
 
-    return once_per_run(request.config, tmp_path_factory, "keras_torch_backend", run)
+    return once_per_run(request.config, tmp_path_factory, name, run)
+
+
+@pytest.fixture(scope="module")
+def torch_backend(request, tmp_path_factory) -> dict:
+    """What `TORCH_BACKEND_CHILD` printed, computed once per test run."""
+    return backend_child(request, tmp_path_factory, "keras_torch_backend", TORCH_BACKEND_CHILD, KERAS_BACKEND="torch")
 
 
 def test_keras_on_torch_matches_the_reference(torch_backend):

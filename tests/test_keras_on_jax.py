@@ -7,10 +7,6 @@ read its answer. Where jax is not installed (it is in the `study` extra) they sk
 
 from __future__ import annotations
 
-import json
-import os
-import subprocess
-import sys
 import textwrap
 
 import numpy as np
@@ -58,16 +54,10 @@ JAX_BACKEND_CHILD = textwrap.dedent("""
 @pytest.fixture(scope="module")
 def jax_backend(request, tmp_path_factory) -> dict:
     """What `JAX_BACKEND_CHILD` printed, computed once per test run."""
-    from conftest import once_per_run
+    from test_keras_kernels import backend_child
 
-    def run() -> dict:
-        env = {**os.environ, "KERAS_BACKEND": "jax", "JAX_PLATFORMS": "cpu"}
-        done = subprocess.run([sys.executable, "-c", JAX_BACKEND_CHILD], capture_output=True, text=True, env=env,
-                              timeout=300)
-        assert done.returncode == 0, done.stderr[-3000:]
-        return json.loads(done.stdout.split("RESULT", 1)[1])
-
-    return once_per_run(request.config, tmp_path_factory, "keras_jax_backend", run)
+    return backend_child(request, tmp_path_factory, "keras_jax_backend", JAX_BACKEND_CHILD, KERAS_BACKEND="jax",
+                         JAX_PLATFORMS="cpu")
 
 
 def test_keras_on_jax_matches_the_reference(jax_backend):
