@@ -20,12 +20,13 @@ import os
 import shutil
 import subprocess
 import sys
+from collections.abc import Collection
 from pathlib import Path
 
 from lstmstudy import __version__, backends
 from lstmstudy.errors import MissingDependency, StudyError, extra_for, missing_dependency
 from lstmstudy.paths import ROOT_VARIABLE, logs_folder, outside_the_study, study_root
-from lstmstudy.toc import CLAIM_NOTEBOOKS, CLAIMS_TABLE, GLOSSARY, missing_pages
+from lstmstudy.toc import CLAIM_NOTEBOOKS, CLAIMS_TABLE, GLOSSARY, LANDING_TEXTS, missing_pages
 
 #: pages rendered after the claims: notebooks/<name>.ipynb -> book/<name>.ipynb; what others published on GPUs,
 #: then the ledger and the conclusions from every stored result set
@@ -180,23 +181,35 @@ def execute(source: Path, target: Path, parameters: dict, *, measuring: bool, pr
     except papermill.PapermillExecutionError as exc:
         raise StudyError(f"{source.name} failed in cell {exc.exec_count}: {exc.ename}: {exc.evalue} "
                          f"(the executed copy with the traceback is {target})") from None
-    _hide_plumbing(target)
+    _tidy(target, logs_folder(results.default_root()) / f"{source.stem}.log")
 
 
 #: cells a reader does not need in view: the parameters, and the ones papermill injects
 PLUMBING = ("parameters", "injected-parameters")
+#: the tag of a page's measuring cell: what it prints (the sweep's lines) belongs to the terminal and the log
+MEASURE_TAG = "measure"
 
 
-def _hide_plumbing(page: Path) -> None:
-    """Fold the parameter cells of an executed page behind a toggle (myst-nb's `hide-cell` tag)."""
+def _tidy(page: Path, log: Path) -> None:
+    """Fold the parameter cells of an executed page behind a toggle (myst-nb's `hide-cell` tag), and take what its
+    measuring cells printed out of the page: each line is printed here, in the terminal, and appended to `log`."""
     import nbformat
 
     nb = nbformat.read(page, as_version=4)
+    lines = []
     for cell in nb.cells:
         tags = cell.metadata.setdefault("tags", [])
         if set(tags) & set(PLUMBING) and "hide-cell" not in tags:
             tags.append("hide-cell")
+        if MEASURE_TAG in tags and cell.cell_type == "code":
+            lines += ["".join(o.get("text", "")) for o in cell.outputs if o.get("output_type") == "stream"]
+            cell.outputs = [o for o in cell.outputs if o.get("output_type") == "error"]
     nbformat.write(nb, page)
+    if text := "".join(lines):
+        print(text, end="" if text.endswith("\n") else "\n")
+        log.parent.mkdir(parents=True, exist_ok=True)
+        with log.open("a") as out:
+            out.write(text if text.endswith("\n") else text + "\n")
 
 
 def cmd_reproduce(args: argparse.Namespace) -> int:
@@ -236,7 +249,30 @@ def cmd_reproduce(args: argparse.Namespace) -> int:
         print(f"{name}: rendering from every stored result set -> {target}")
         # a guide page runs a helper on a real model: the measuring house's, however it is reproduced
         execute(source, target, {}, measuring=name in GUIDE_PAGES, progress=not args.no_progress)
+        if name == "conclusions":
+            for key, text in glued_markdown(target, LANDING_TEXTS).items():
+                (pages_out / LANDING_TEXTS[key]).write_text(LANDING_HEADER + text + "\n")
+                print(f"the landing page's {key.removeprefix('landing_')} -> {pages_out / LANDING_TEXTS[key]}")
     return 0
+
+
+#: the first line of a file `reproduce` writes for the landing page from the conclusions' glue
+LANDING_HEADER = "% written by `lstmstudy reproduce` from what book/conclusions.ipynb glued: edit lstmstudy.ledger\n"
+
+
+def glued_markdown(page: Path, names: Collection[str]) -> dict[str, str]:
+    """The Markdown an executed page glued under each of `names` (myst-nb keeps it in the cell's outputs): the
+    landing page includes it from a file, since myst-nb pastes Markdown only within the page that glued it."""
+    import nbformat
+
+    found = {}
+    for cell in nbformat.read(page, as_version=4).cells:
+        for output in cell.get("outputs", []):
+            name = output.get("metadata", {}).get("scrapbook", {}).get("name")
+            markdown = output.get("data", {}).get("application/papermill.record/text/markdown")
+            if name in names and markdown is not None:
+                found[name] = markdown
+    return found
 
 
 #: what `lstmstudy explain` exits with: a gate a CI step can read

@@ -23,7 +23,7 @@ from lstmstudy.stats import NOISY_WORDS
 from lstmstudy.toc import claim_pages
 
 COLUMNS = ["claim", "statement", "source", "citations", "seed figure", "hardware", "evidence", "our figure",
-           "verdict", "timing", "rule", "page", "brief", "ours", "low", "high", "parts"]
+           "verdict", "timing", "rule", "page", "brief", "ours", "low", "high", "parts", "headline"]
 #: the outcomes of a measured verdict, in the order the conclusions name them
 _PHRASES = {Outcome.REPRODUCED.value: "reproduced", Outcome.EXCEEDS.value: "exceeds the seed",
             Outcome.PARTLY.value: "partly reproduced", Outcome.NOT_REPRODUCED.value: "not reproduced",
@@ -57,7 +57,8 @@ def table(root: Path | None = None, *, claims: Sequence[Claim] | None = None,
         verdicts = claim.judge(frame)
         if not verdicts:
             rows.append({**base, "hardware": "", "evidence": "", "our figure": "no stored result set",
-                         "verdict": Outcome.NOT_MEASURED.value, "timing": "", "brief": "", "parts": []})
+                         "verdict": Outcome.NOT_MEASURED.value, "timing": "", "brief": "", "parts": [],
+                         "headline": ""})
         # one block per statement judged (the claim's own first), each block's sets in order, then the published
         verdicts = verdicts + [v for v in published_rules.verdicts(number) if v.claim == claim.name]
         rules = list(dict.fromkeys([claim.rule, *(v.rule for v in verdicts)]))
@@ -72,7 +73,8 @@ def table(root: Path | None = None, *, claims: Sequence[Claim] | None = None,
                          "brief": claim.figure_words.format(v.brief) if v.brief and v.outcome != Outcome.CONTEXT
                          else "", "ours": v.ours,
                          "low": v.low, "high": v.high,
-                         "parts": [list(part) for part in v.parts]})
+                         "parts": [list(part) for part in v.parts],
+                         "headline": claim.headline(v, parts=False) if own and v.outcome != Outcome.CONTEXT else ""})
     return pd.DataFrame(rows, columns=COLUMNS)
 
 
@@ -136,9 +138,12 @@ def _set_cell(rows: pd.DataFrame, *, bold: bool) -> str:
     column (`bold`) a set the claim could not be measured on is named, with why (`why_not_measured`), since a GPU
     set is rare and what it lacks is news."""
     measured = rows[~rows["verdict"].isin(_NO_VERDICT)]
-    parts = [f"<code>{escape(short_set(r.hardware))}</code>: "
-             + (f"<strong>{escape(r.verdict)}</strong>" if bold else escape(r.verdict))
-             + (f", {escape(r.brief)}" if r.brief else "") for r in measured.itertuples()]
+    if bold:
+        parts = [f"<code>{escape(short_set(r.hardware))}</code>: <strong>{escape(r.verdict)}</strong>"
+                 + (f", {escape(r.brief)}" if r.brief else "") for r in measured.itertuples()]
+    else:  # CPU sets are many: counted per outcome, with the range of their figures
+        parts = [f"{escape(outcome)} on {_sets(len(group))}{_figure_range(group['ours'])}"
+                 for outcome, group in measured.groupby("verdict", sort=False)]
     if bold:
         parts += [f"<code>{escape(short_set(r['hardware']))}</code>: {escape(why_not_measured(r['our figure']))}"
                   for r in rows[rows["verdict"] == Outcome.NOT_MEASURED.value].to_dict("records")]
@@ -147,8 +152,20 @@ def _set_cell(rows: pd.DataFrame, *, bold: bool) -> str:
                            (Outcome.NOT_MEASURED.value, "not measurable")):
         n = int((rows["verdict"] == outcome).sum())
         if n:
-            parts.append(f"{words} on {n} set{'s' if n > 1 else ''}")
+            parts.append(f"{words} on {_sets(n)}")
     return "; ".join(parts)
+
+
+def _sets(n: int) -> str:
+    return f"{n} set{'s' if n > 1 else ''}"
+
+
+def _figure_range(figures: pd.Series) -> str:
+    """' (1.5-1.86)': the range of some sets' figures, ' (1.5)' for one, '' where none has a figure."""
+    found = sorted(float(f) for f in figures if f is not None and not pd.isna(f))
+    if not found:
+        return ""
+    return f" ({found[0]:.3g})" if found[0] == found[-1] else f" ({found[0]:.3g}-{found[-1]:.3g})"
 
 
 def _own_statements(ledger: pd.DataFrame) -> pd.DataFrame:
@@ -175,24 +192,90 @@ def landing_cells(ledger: pd.DataFrame, number: str) -> dict[str, str]:
             "others": "; ".join(listed) or "none"}
 
 
-def chart_data(ledger: pd.DataFrame, claims: Sequence[Claim] | None = None
-               ) -> tuple[pd.DataFrame, dict[str, str], dict[str, tuple[float, float]]]:
-    """What the landing figure (`plots.verdict_chart`) draws: the verdicts of each claim's own statement that carry
-    a figure (no context, nothing unmeasured), the row label of each claim whose rule decides on a ratio or on
-    parts, and the region each one's bands call reproduced."""
+def answer(ledger: pd.DataFrame, claims: Sequence[Claim] | None = None) -> str:
+    """The landing page's answer, in plain sentences from the verdicts: for each claim with advice for a reader whose
+    LSTM got slower (`Claim.advice`), what it was worth on each GPU set measured and what that makes of the source's
+    claim; the claims a GPU has not decided yet, in one sentence with why."""
     rows = _own_statements(ledger)
-    rows = rows[~rows["verdict"].isin([*_NO_VERDICT, Outcome.CONTEXT.value])]
-    rows = rows[rows["ours"].notna() | rows["parts"].map(bool)]
-    labels, bands = {}, {}
+    gpu_rows = rows[rows["hardware"].str.startswith("cuda-") & (rows["evidence"] != PUBLISHED)]
+    if gpu_rows.empty:
+        return ("**No GPU result set is stored yet**, so this book cannot yet say what any fix is worth on a GPU; "
+                "the claim pages show the CPU analogues, and {doc}`add_your_gpu` adds a GPU in minutes.")
+    said, waiting = [], []
     for claim in claims if claims is not None else registry(judged_only=True):
-        mine = rows[rows["claim"] == claim.number]
-        if mine.empty or not (claim.bands or mine["parts"].map(bool).any()):
+        if not claim.advice:
             continue
-        labels[claim.number] = f"{int(claim.number)}: {claim.figure_words.format('').strip(' ,=')}"
+        mine = gpu_rows[gpu_rows["claim"] == claim.number]
+        decided = mine[~mine["verdict"].isin(_NO_VERDICT) & mine["headline"].astype(bool)]
+        link = _page_ref(claim.number, mine["page"].iloc[0] if len(mine) else "", f"claim {int(claim.number)}")
+        if decided.empty:
+            why = "; ".join(dict.fromkeys(why_not_measured(t) for t in mine["our figure"])) or "no GPU set stored"
+            waiting.append(f"{claim.advice.rstrip('.')} ({link}: {why})")
+            continue
+        on = "; ".join(f"on `{r['hardware']}`, {r['headline']}; the source's claim: *{_phrase(r['verdict'])}*"
+                       for _, r in decided.iterrows())
+        said.append(f"- {claim.advice} Measured ({link}) {on}.")
+    if waiting:
+        said.append("- Not yet decided on a GPU here: " + "; ".join(waiting) + ".")
+    return ("**If your LSTM got slower on a GPU, check these, in this order.** Each figure below was measured here, on "
+            "the GPU named, with a 95% interval unless it says otherwise:\n\n" + "\n".join(said))
+
+
+def _phrase(outcome: str) -> str:
+    """An outcome as the answer's sentences say it."""
+    return _PHRASES.get(outcome, outcome)
+
+
+def chart_data(ledger: pd.DataFrame, claims: Sequence[Claim] | None = None
+               ) -> tuple[pd.DataFrame, dict[str, str], dict[str, tuple[float, float]], dict[str, str]]:
+    """What the landing figure (`plots.verdict_chart`) draws: the verdicts of each claim's own statement that carry
+    a figure (no context, nothing unmeasured), a row label for every judged claim, the region each one's bands call
+    reproduced (or, for a hypothesis of the study's own, holds), and for a claim with no figure to mark, why."""
+    rows = _own_statements(ledger)
+    marked = rows[~rows["verdict"].isin([*_NO_VERDICT, Outcome.CONTEXT.value])]
+    marked = marked[marked["ours"].notna() | marked["parts"].map(bool)]
+    labels, bands, empty = {}, {}, {}
+    for claim in claims if claims is not None else registry(judged_only=True):
+        mine = marked[marked["claim"] == claim.number]
+        name = claim.figure_words.format("").strip(" ,=")
+        parts = mine["parts"].map(bool).any()
+        labels[claim.number] = f"{int(claim.number)}: {name}" + (" (per part)" if parts else "")
         if claim.bands:
             bands[claim.number] = claim.bands.span(
                 Outcome.HOLDS if Outcome.HOLDS in claim.bands.outcomes else Outcome.REPRODUCED)
-    return rows[rows["claim"].isin(labels)], labels, bands
+        gpu = rows[(rows["claim"] == claim.number) & rows["hardware"].str.startswith("cuda-")]
+        why = "; ".join(dict.fromkeys(why_not_measured(t) for t in gpu["our figure"])) or "no GPU set stored"
+        if mine.empty:
+            empty[claim.number] = why
+        elif not (mine["evidence"] == GPU).any():
+            labels[claim.number] += f"\n(GPU: {why})"
+    return marked[marked["claim"].isin(labels)], labels, bands, empty
+
+
+def chart_caption(labels: dict[str, str], bands: dict[str, tuple[float, float]], empty: dict[str, str],
+                  rows: pd.DataFrame) -> str:
+    """The landing figure's caption, true of every mark it draws: which rows are shaded, which mark parts, which
+    have no mark and why."""
+    parted = sorted({n for n, p in zip(rows["claim"], rows["parts"]) if p})
+    hypotheses = [n for n in bands if n in labels and "holds" in labels[n]]
+    text = ("Each claim's figure on one log scale, a row per claim: a filled circle for each GPU set measured here, an "
+            "open square for each CPU set (a CPU analogue, never a reproduction), a grey triangle for each GPU others "
+            "published on; a whisker is the interval the verdict decided on (a 95% interval, or for a row of "
+            "{ref}`few timings <outcome-words>` a rough range). ")
+    if bands:
+        own = " (for claim 6, the study's own hypothesis: holds)" if "06" in bands else ""
+        text += (f"The shaded region of claim(s) {', '.join(str(int(n)) for n in bands)} is what its rule calls "
+                 f"reproduced{own}. ")
+    unshaded = [n for n in labels if n not in bands and n not in empty]
+    if unshaded:
+        text += (f"Claim(s) {', '.join(str(int(n)) for n in unshaded)} decide on parts with thresholds of their own "
+                 f"(each page states them), so their rows are not shaded. ")
+    if parted:
+        text += (f"Where a rule decides on parts (claim(s) {', '.join(str(int(n)) for n in parted)}), each part has a "
+                 f"mark of its own, at its interval's middle. ")
+    if empty:
+        text += "A row without marks says why in it."
+    return text.strip()
 
 
 def published_label(hardware: str) -> str:

@@ -6,6 +6,7 @@ before anything is measured or stored.
 
 from __future__ import annotations
 
+import os
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 
@@ -16,6 +17,7 @@ from lstmstudy.backends import study_process
 from lstmstudy.claims import DEVICE_KINDS, Claim
 from lstmstudy.errors import ParameterError
 from lstmstudy.parameters import check_bool, check_positive_number
+from lstmstudy.results import default_root as results_default_root
 from lstmstudy.results import fingerprints
 from lstmstudy.rules import (CPU_ANALOGUE, GPU, PUBLISHED_PREFIX, Outcome, Verdict, one_burst_sets,
                              why_not_measured)
@@ -27,6 +29,9 @@ def check_common(*, device: object, measure: object, quick: object, min_time: ob
     (`backends.study_process`, the figures' theme); return the results root (None: the default)."""
     study_process()
     plots.use_theme()
+    # a page's tables show every cell whole (a verdict's words run long) and numbers to three decimals
+    pd.set_option("display.max_colwidth", None)
+    pd.set_option("display.precision", 3)
     check_bool(measure=measure, quick=quick)
     check_positive_number(min_time=min_time)
     if not isinstance(device, str):
@@ -135,11 +140,11 @@ def gpu_note(results: pd.DataFrame, claim: str, what: str = "The GPU side of thi
 
 
 def verdict_table(verdicts: Sequence[Verdict]) -> pd.DataFrame:
-    """The verdicts as the page shows them: what each tests (`GPU`, `CPU analogue`, or `not measured`) and every
-    interval the rule decided on, where it decides on intervals."""
-    return pd.DataFrame([{"hardware": v.hardware_id, "evidence": v.evidence_label, "statement": v.statement,
-                          "seed": v.seed_figure, "ours": v.ours_text, "95% interval": v.interval_text,
-                          "verdict": v.outcome.value, "rule": v.rule} for v in verdicts])
+    """The verdicts as the page shows them, the deciding columns first: the outcome, what it tests (`GPU`, `CPU
+    analogue`, or `not measured`), our figure and every interval the rule decided on. The seed's figure, the claim
+    and the rule are in the page's box, once."""
+    return pd.DataFrame([{"hardware": v.hardware_id, "verdict": v.outcome.value, "evidence": v.evidence_label,
+                          "95% interval": v.interval_text, "ours": v.ours_text} for v in verdicts])
 
 
 def verdict_glue(prefix: str, verdicts: Sequence[Verdict]) -> dict[str, str]:
@@ -174,11 +179,12 @@ def glue_verdicts(prefix: str, verdicts: Sequence[Verdict]) -> None:
 
 
 def glance(claim: Claim, results: pd.DataFrame, verdicts: Sequence[Verdict], root: Path | None = None) -> str:
-    """The box a claim page opens with, as MyST Markdown: what the source says (its figure, verbatim), the claim
-    tested (ours, in a sentence), what was measured on which hardware sets, and each verdict with its evidence
-    and the intervals that decided it."""
-    sets = hardware_sets(results, claim.name, root)
+    """The box a claim page opens with, as MyST Markdown, in the order a reader decides: what the source says (its
+    figure, verbatim); the GPU result first (the headline figure with its unit, the interval, the verdict, and how
+    sure it is, a sentence); the CPU analogues in one line; where the words are defined. What was measured on
+    which set is in `hardware_sets`, which each page folds."""
     own = [v for v in verdicts if v.rule == claim.rule] or list(verdicts)
+    sets = hardware_sets(results, claim.name, root)
     measured = "; ".join(f"`{r.hardware_id}` ({_set_label(r.hardware_id, r.evidence, own)}, {r.configurations} "
                          f"configurations, {r.timing}"
                          f"{', measured with uncommitted changes' if 'uncommitted' in r['measured at'] else ''})"
@@ -189,18 +195,72 @@ def glance(claim: Claim, results: pd.DataFrame, verdicts: Sequence[Verdict], roo
     elif not (gpu_sets.evidence == GPU).any():
         measured += (f". **{len(gpu_sets)} GPU set(s) stored, none of which could time this claim: the claim itself, "
                      f"about GPUs, is not measured here** (each set's rows say why)")
-    lines = [f"- **What the source says:** {claim.seed_figure}.", f"- **The claim tested:** {claim.statement}.",
-             f"- **Measured here:** {measured}."]
+    gpus = [v for v in own if v.evidence == GPU]
+    cpus = [v for v in own if v.evidence != GPU]
+    lines = [f"**What the source says:** {claim.seed_figure}.", ""]
+    if gpus:
+        lines += [f"**On the GPU** ({_gpu_words(claim, v)}" for v in gpus]
+    else:
+        lines.append(f"**On a GPU: not measured.** No GPU result set is stored for this claim; on a machine with an "
+                     f"NVIDIA GPU, `lstmstudy measure --device cuda --claims {claim.number}` adds one.")
+    lines.append("")
+    if cpus:
+        lines.append("**On CPUs** (each a *CPU analogue*, never counted as a reproduction): "
+                     + "; ".join(_cpu_words(claim, group) for group in _by_outcome(cpus)) + ".")
+    else:
+        lines.append("**On CPUs:** no CPU result set is stored.")
+    if claim.figure_meaning:
+        lines += ["", claim.figure_meaning]
+    lines += ["", "*Reproduced*, *partly*, *inconclusive* and the other outcomes are defined in "
+              "{ref}`the glossary <outcome-words>`; the rule that decides is in the dropdown below."]
+    lines += ["", "::::{dropdown} What was measured, on which hardware sets", f"{measured}.", ""]
     if claim.analogue:
-        lines.append(f"- **On a CPU** (an analogue, never a reproduction): {claim.analogue}.")
-    lines.append("- **Verdicts** (a CPU analogue is never counted as a reproduction; {ref}`what each word means "
-                 "<outcome-words>`):")
-    lines += [f"  - `{v.hardware_id}`: {_not_measured(v.ours_text)}" if v.outcome == Outcome.NOT_MEASURED
-              and v.evidence == GPU else
-              f"  - `{v.hardware_id}`: **{v.outcome.value}**" if v.outcome == Outcome.NOT_MEASURED else
-              f"  - `{v.hardware_id}` ({v.evidence_label}): **{v.outcome.value}**; {v.interval_name}: {v.interval_text}"
-              for v in own] or ["  - none: no result set is stored"]
+        lines.append(f"**What the CPU analogue measures**, and what it cannot show: {claim.analogue}.")
+    lines.append("::::")
     return "\n".join(lines)
+
+
+def how_sure(verdict: Verdict) -> str:
+    """One sentence on how far a verdict can be trusted, from what decided it."""
+    if verdict.outcome == Outcome.NOT_ASSESSED:
+        return "Each row was timed in one burst, so its interval holds no run-to-run drift: no verdict."
+    if verdict.fewest_timings:
+        decided = verdict.outcome not in (Outcome.INCONCLUSIVE,)
+        return (f"It rests on a row of {verdict.fewest_timings} timings, too few for a 95% interval: "
+                + ("its rounds all agree, which decides it by the rule for few timings (chance <= 5%)."
+                   if decided else "too few, or too scattered, to decide."))
+    if verdict.outcome == Outcome.INCONCLUSIVE:
+        return "The interval straddles a threshold of the rule: a second run could land on either side."
+    if verdict.low is None and not verdict.parts:
+        return "A point figure without an interval: read it as one run's."
+    return ("Each 95% interval lies wholly in one region of the rule: a second run lands inside it 95% of the time."
+            if verdict.parts else
+            "The whole 95% interval lies in one region of the rule: a second run lands inside it 95% of the time.")
+
+
+def _gpu_words(claim: Claim, verdict: Verdict) -> str:
+    """The rest of a GPU verdict's line in the box, after 'On the GPU ('."""
+    name = f"`{verdict.hardware_id}`"
+    if verdict.outcome == Outcome.NOT_MEASURED:
+        return f"{name}): {_not_measured(verdict.ours_text)}."
+    figure = claim.headline(verdict)
+    return f"{name}): {figure + ': ' if figure else ''}**{verdict.outcome.value}**. {how_sure(verdict)}"
+
+
+def _by_outcome(verdicts: Sequence[Verdict]) -> list[list[Verdict]]:
+    """Verdicts grouped by outcome, in the order each outcome first appears."""
+    groups: dict[str, list[Verdict]] = {}
+    for verdict in verdicts:
+        groups.setdefault(verdict.outcome.value, []).append(verdict)
+    return list(groups.values())
+
+
+def _cpu_words(claim: Claim, verdicts: Sequence[Verdict]) -> str:
+    """CPU sets of one outcome in a few words for the box's one line: '*partly* on `cpu-a` (1.86x), `cpu-b` (1.5x)'."""
+    sets = ", ".join(f"`{v.hardware_id}`" + (f" ({v.ours:.3g}{claim.unit})" if v.ours is not None else "")
+                     for v in verdicts)
+    outcome = verdicts[0].outcome
+    return f"not measured on {sets}" if outcome == Outcome.NOT_MEASURED else f"*{outcome.value}* on {sets}"
 
 
 def _not_measured(text: str) -> str:
@@ -208,6 +268,30 @@ def _not_measured(text: str) -> str:
     with it."""
     why = why_not_measured(text)
     return f"**{why}**" if why.startswith("not measured") else f"**{Outcome.NOT_MEASURED.value}** ({why})"
+
+
+def downloads(claim: str, root: Path | None = None) -> str:
+    """The raw data behind a page as MyST: a download link per stored set's rows (CSV, every raw sample) and its
+    fingerprints (JSON). A results folder outside the book's tree cannot be served by it: its path is named instead."""
+    from lstmstudy.paths import study_root
+
+    page_dir = study_root() / "book" / "claims"
+    folder = Path(root or results_default_root()) / claim
+    lines = []
+    for csv in sorted(folder.glob("*.csv")):
+        files = [csv, csv.with_suffix(".json")]
+        links = []
+        for path, what in zip(files, ("rows, every raw sample (CSV)", "fingerprints (JSON)")):
+            if not path.exists():
+                continue
+            try:
+                relative = Path(os.path.relpath(path.resolve(), page_dir.resolve()))
+                inside = path.resolve().is_relative_to(study_root().resolve())
+            except ValueError:
+                inside = False
+            links.append(f"{{download}}`{what} <{relative.as_posix()}>`" if inside else f"{what}: `{path}`")
+        lines.append(f"- `{csv.stem}`: " + ", ".join(links))
+    return "\n".join(lines) or "No result set is stored for this claim."
 
 
 def _set_label(hardware_id: str, evidence: str, verdicts: Sequence[Verdict]) -> str:

@@ -88,8 +88,8 @@ class Verdict:
     low: float | None = None
     high: float | None = None
     parts: tuple[tuple[str, float, float], ...] = ()
-    #: the fewest timings of a row the verdict rests on, where that is too few for a 95% interval (`low_precision`)
-    low_precision: int | None = None
+    #: the fewest timings of a row the verdict rests on, where that is too few for a 95% interval (`fewest_timings`)
+    fewest_timings: int | None = None
 
     @property
     def evidence(self) -> str:
@@ -117,7 +117,7 @@ class Verdict:
     def interval_text(self) -> str:
         """Every interval the rule decided on (each part's, named), or the one interval; 'none (point rule)' for a
         figure without one, 'none' where nothing was measured."""
-        few = f" (few timings: a row of {self.low_precision})" if self.low_precision else ""
+        few = f" (few timings: a row of {self.fewest_timings})" if self.fewest_timings else ""
         if self.parts:
             return "; ".join(f"{name} {low:.3g}-{high:.3g}" for name, low, high in self.parts) + few
         if self.low is not None:
@@ -128,7 +128,7 @@ class Verdict:
     def interval_name(self) -> str:
         """What `interval_text` is: a 95% interval, or where a row of too few timings decides, a rough range (the
         same bootstrap, over too few timings to hold a second run 95% of the time)."""
-        return "rough range from few timings, not a 95% interval" if self.low_precision else "95% interval"
+        return "rough range from few timings, not a 95% interval" if self.fewest_timings else "95% interval"
 
     @property
     def brief(self) -> str:
@@ -255,7 +255,7 @@ def settle(possible: Possible) -> Outcome:
 
 #: a row timed fewer times than this in all (5 rounds of one sample, say): its bootstrap "interval" is a rough range
 #: over a handful of ratios, no 95% interval, so it decides only by the rule for few timings (`few_timings`)
-LOW_PRECISION_TIMINGS = 7
+FEW_TIMINGS = 7
 
 
 def timings(round_sizes: object) -> int:
@@ -263,17 +263,17 @@ def timings(round_sizes: object) -> int:
     return int(sum(round_sizes)) if isinstance(round_sizes, (list, tuple)) else 0
 
 
-def low_precision(*round_sizes: object) -> int | None:
-    """The fewest timings among rows (`round_sizes` each) where one is below `LOW_PRECISION_TIMINGS`, else None:
+def fewest_timings(*round_sizes: object) -> int | None:
+    """The fewest timings among rows (`round_sizes` each) where one is below `FEW_TIMINGS`, else None:
     a verdict that rests on those rows alone says so and decides nothing. A row that records no rounds (timed in
     one burst) says nothing here: `assess_noise` answers for it."""
     fewest = min((n for n in map(timings, round_sizes) if n), default=0)
-    return fewest if 0 < fewest < LOW_PRECISION_TIMINGS else None
+    return fewest if 0 < fewest < FEW_TIMINGS else None
 
 
-def low_precision_words(fewest: int) -> str:
+def few_timings_words(fewest: int) -> str:
     """Why a rule resting on a row of few timings stays undecided (`few_timings`: its rounds do not settle it)."""
-    return (f"few timings: it rests on a row of {fewest} timings, fewer than {LOW_PRECISION_TIMINGS}, too few for a "
+    return (f"few timings: it rests on a row of {fewest} timings, fewer than {FEW_TIMINGS}, too few for a "
             f"95% interval, and too few, or too scattered, for the rule for few timings")
 
 
@@ -281,7 +281,7 @@ def low_precision_words(fewest: int) -> str:
 #: round's ratio would fall on either side of it with even odds, so n rounds all on one side happen by chance with
 #: probability 0.5^n. Rounds all in one region decide it when 0.5^n <= this: 5 of 5 decide, 4 of 4 do not
 SIGN_RULE_ALPHA = 0.05
-SIGN_RULE = (f"a row of fewer than {LOW_PRECISION_TIMINGS} timings gives no 95% interval, but its rounds decide when "
+SIGN_RULE = (f"a row of fewer than {FEW_TIMINGS} timings gives no 95% interval, but its rounds decide when "
              f"every ratio they give lies in one region of the rule and so many agree by chance with probability "
              f"<= {SIGN_RULE_ALPHA}: two rows timed in the same rounds give one ratio a round, and n of them decide "
              f"when 0.5^n <= {SIGN_RULE_ALPHA} (5 or more: a sign test); two rows timed apart, of n and m rounds, give "
@@ -339,7 +339,7 @@ def rank_rule(bands: Bands, numerator: Sequence[float], denominator: Sequence[fl
 
 def few_timings(bands: Bands, fewest: int, per_round: Sequence[float],
                 apart: tuple[Sequence[float], Sequence[float]] = ((), ())) -> tuple[Outcome, str]:
-    """The outcome of a rule resting on a row of `fewest` timings (`low_precision`), and why, in words: decided by
+    """The outcome of a rule resting on a row of `fewest` timings (`fewest_timings`), and why, in words: decided by
     the sign rule where paired rounds (`per_round`) agree, by the rank rule where two rows timed apart (`apart`:
     each one's round medians) agree, else inconclusive."""
     head = f"a row of {fewest} timings, too few for a 95% interval, decided by the rule for few timings: "
@@ -354,11 +354,11 @@ def few_timings(bands: Bands, fewest: int, per_round: Sequence[float],
         return decided, (f"{head}all {n * m} ratios of its {n} and {m} rounds timed apart ({spread}) lie in one region "
                          f"of the rule, which happens by chance with probability 1/C({n + m}, {n}) = "
                          f"{1 / math.comb(n + m, n):.3f} at most")
-    return Outcome.INCONCLUSIVE, low_precision_words(fewest)
+    return Outcome.INCONCLUSIVE, few_timings_words(fewest)
 
 
 def interval_label(fewest: float | None) -> str:
-    """What an interval is called beside its figure: a 95% interval, or, on a low-precision row (`low_precision`, NaN or
+    """What an interval is called beside its figure: a 95% interval, or, on a row of few timings (`fewest_timings`, NaN or
     None where it is not one), a rough range: the same bootstrap over too few timings, which is no 95% interval."""
     if fewest is None or fewest != fewest:
         return "95% interval"

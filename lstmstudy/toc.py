@@ -18,6 +18,9 @@ CLAIM_NOTEBOOKS = "[0-9][0-9]_*.ipynb"
 CLAIMS_TABLE = "claims_table.md"
 #: the glossary of outcome words in book/: `lstmstudy reproduce` writes it (`rules.glossary`), book/intro.md includes it
 GLOSSARY = "outcome_words.md"
+#: the landing page's answer and its figure's caption in book/: `lstmstudy reproduce` writes each from what the
+#: conclusions page glued under the same name (`ledger.answer`, `ledger.chart_caption`), book/intro.md includes them
+LANDING_TEXTS = {"landing_answer": "landing_answer.md", "landing_caption": "landing_caption.md"}
 
 
 def toc_file() -> Path:
@@ -55,8 +58,9 @@ def claim_pages(toc: Path | None = None) -> dict[str, str]:
 def missing_pages(root: Path) -> list[str]:
     """What `lstmstudy reproduce` writes that the book needs and does not exist yet: the pages of the table of
     contents, the page of each claim notebook (which the table of contents takes whole) and the landing page's
-    table of claims and glossary."""
+    table of claims, glossary, answer and caption."""
     claims = [f"book/claims/{notebook.stem}" for notebook in sorted((root / "notebooks").glob(CLAIM_NOTEBOOKS))]
     pages = [name for name in dict.fromkeys([*toc_files(root / "_toc.yml"), *claims])
              if not any((root / f"{name}{suffix}").exists() for suffix in (".md", ".ipynb"))]
-    return pages + [f"book/{name}" for name in (CLAIMS_TABLE, GLOSSARY) if not (root / "book" / name).exists()]
+    written = (CLAIMS_TABLE, GLOSSARY, *LANDING_TEXTS.values())
+    return pages + [f"book/{name}" for name in written if not (root / "book" / name).exists()]

@@ -278,6 +278,6 @@ def test_the_lease_keeps_what_the_verdicts_read():
     ([[1] * 5], 5), ([[1] * 6, [10] * 5], 6), ([[1] * 7], None), ([[3] * 5], None), ([[]], None), ([None], None),
     ([[], [1] * 5], 5)])  # a row timed in one burst records no rounds: it neither hides nor makes low precision
 def test_a_row_of_fewer_than_seven_timings_is_low_precision(rounds, fewest):
-    from lstmstudy.rules import low_precision
+    from lstmstudy.rules import fewest_timings
 
-    assert low_precision(*rounds) == fewest
+    assert fewest_timings(*rounds) == fewest

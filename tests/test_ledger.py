@@ -10,7 +10,7 @@ from pathlib import Path
 import pandas as pd
 import pytest
 
-from lstmstudy import ledger, toc
+from lstmstudy import ledger, plots, toc
 from lstmstudy.claims import Claim, registry
 from lstmstudy.cli import SUMMARY_PAGES
 from lstmstudy.rules import Outcome, Verdict
@@ -191,12 +191,15 @@ def test_the_landing_cells_name_each_set_its_verdict_and_figure_and_count_the_re
         {"hardware": "published:woolf/K80", "evidence": "published", "verdict": "context only"},
         {"hardware": "cuda-other-000000", "evidence": "GPU", "verdict": "partly", "rule": "r2"})  # another statement
     cells = ledger.landing_cells(table, "01")
+    many = _ledger_rows(*({"hardware": f"cpu-{k}-2t", "evidence": "CPU analogue", "verdict": verdict, "ours": ours}
+                          for k, (verdict, ours) in enumerate([("partly", 1.5), ("reproduced", 3.4), ("partly", 1.86)])))
+    assert ledger.landing_cells(many, "01")["cpu"] == "partly on 2 sets (1.5-1.86); reproduced on 1 set (3.4)"
     assert cells == {
         "gpu": "<code>cuda-h100-80gb-hbm3</code>: <strong>reproduced</strong>, slowdown 9.54 (6.51-14.2)",
-        "cpu": "<code>cpu-a-2t</code>: partly, slowdown 1.6 (1.3-1.9); not measurable on 2 sets",
+        "cpu": "partly on 1 set; not measurable on 2 sets",
         "others": "<em>context only</em>: K80"}
-    rows, labels, bands = ledger.chart_data(table, claims=[])
-    assert rows.empty and labels == {} and bands == {}
+    rows, labels, bands, empty = ledger.chart_data(table, claims=[])
+    assert rows.empty and labels == {} and bands == {} and empty == {}
 
 
 def test_the_landing_figure_draws_the_figures_with_intervals_and_leaves_context_out():
@@ -210,9 +213,32 @@ def test_the_landing_figure_draws_the_figures_with_intervals_and_leaves_context_
          "rule": claim.rule},
         {"hardware": "cpu-b-2t", "evidence": "not measured", "verdict": "not measured on this hardware",
          "rule": claim.rule})
-    rows, labels, bands = ledger.chart_data(table, claims=[claim])
-    assert list(rows.hardware) == ["cuda-x-2a1d35"] and labels == {"01": "1: slowdown"}
+    rows, labels, bands, empty = ledger.chart_data(table, claims=[claim])
+    assert list(rows.hardware) == ["cuda-x-2a1d35"] and labels == {"01": "1: slowdown"} and empty == {}
     assert bands == {"01": claim.bands.span(Outcome.REPRODUCED)} == {"01": (2.0, 15.0)}
+    caption = ledger.chart_caption(labels, bands, empty, rows)
+    assert "shaded region of claim(s) 1 is what its rule calls reproduced" in caption and "without marks" not in caption
+
+
+def test_the_landing_figure_has_a_row_for_every_judged_claim_and_says_why_one_has_no_mark():
+    from lstmstudy.claims import lookup
+
+    first, seventh = lookup(["01", "07"])
+    table = _ledger_rows(
+        {"claim": "01", "hardware": "cpu-a-2t", "evidence": "CPU analogue", "verdict": "reproduced", "ours": 3.0,
+         "low": 2.5, "high": 3.5, "rule": first.rule},
+        {"claim": "01", "hardware": "cuda-x-2a1d35", "evidence": "not measured",
+         "verdict": "not measured on this hardware", "our figure": "awaits a rerun: why", "rule": first.rule},
+        {"claim": "07", "hardware": "cuda-x-2a1d35", "evidence": "not measured",
+         "verdict": "not measured on this hardware", "our figure": "not measured (needs >= 2 GPUs): x",
+         "rule": seventh.rule})
+    rows, labels, bands, empty = ledger.chart_data(table, claims=[first, seventh])
+    assert list(labels) == ["01", "07"] and labels["01"] == "1: slowdown\n(GPU: awaits a rerun)"
+    assert empty == {"07": "not measured (needs >= 2 GPUs)"}
+    assert "A row without marks says why in it." in ledger.chart_caption(labels, bands, empty, rows)
+    figure = plots.verdict_chart(rows, labels, bands, empty)
+    texts = [t.get_text() for t in figure.axes[0].texts]
+    assert texts == ["no figure: not measured (needs >= 2 GPUs)"]
 
 
 #: what a verdict's text assembled from parts must never hold: doubled separators, empty brackets, runs of spaces,
@@ -224,3 +250,19 @@ def test_no_verdict_text_is_garbled(ledger_table):
     found = {text for text in ledger_table["our figure"] if GARBLED.search(text)}
     assert not found, found
     assert GARBLED.search("torch.fused 2.84x (95% CI 2.3-3.6) torch.raw: fails")  # the pattern a review found
+
+
+def test_the_landing_answer_says_what_each_fix_was_worth_on_the_gpu_or_why_it_is_not_decided():
+    from lstmstudy.claims import lookup
+
+    first, fifth = lookup(["01", "05"])
+    table = _ledger_rows(
+        {"claim": "01", "hardware": "cuda-x-2a1d35", "evidence": "GPU", "verdict": "reproduced", "ours": 3.0,
+         "low": 2.5, "high": 3.5, "rule": first.rule, "headline": "slowdown 3x (95% interval: 2.5-3.5x)"},
+        {"claim": "05", "hardware": "cuda-x-2a1d35", "evidence": "not measured",
+         "verdict": "not measured on this hardware", "our figure": "awaits a rerun: why", "rule": fifth.rule})
+    answer = ledger.answer(table, claims=[first, fifth])
+    assert (f"- {first.advice} Measured (claim 1) on `cuda-x-2a1d35`, slowdown 3x (95% interval: 2.5-3.5x); the "
+            f"source's claim: *reproduced*.") in answer
+    assert answer.endswith(f"- Not yet decided on a GPU here: {fifth.advice.rstrip('.')} (claim 5: awaits a rerun).")
+    assert "No GPU result set is stored yet" in ledger.answer(table[table.claim == "none"], claims=[first])

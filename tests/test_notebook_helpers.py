@@ -59,20 +59,41 @@ def test_a_set_measured_from_a_dirty_tree_says_so(tmp_path):
                               "cpu-old-2t": "not recorded"}
     box = notebook.glance(claim.CLAIM, data, [verdict("cpu-dirty-2t", Outcome.REPRODUCED),
                                               verdict("cpu-old-2t", Outcome.NOT_MEASURED)], tmp_path)
-    assert "- `cpu-old-2t`: **not measured on this hardware**\n" in box + "\n"
+    # the box's one line of CPU sets, grouped by outcome
+    assert ("**On CPUs** (each a *CPU analogue*, never counted as a reproduction): *reproduced* on `cpu-dirty-2t` "
+            "(2.5x); not measured on `cpu-old-2t`.") in box
     # rows stored, but the claim could not be measured on the set: no evidence kind for it
     assert "`cpu-old-2t` (not measured, 1 configurations" in box
-    assert f"- **On a CPU** (an analogue, never a reproduction): {claim.CLAIM.analogue}." in box
+    assert f"**What the CPU analogue measures**, and what it cannot show: {claim.CLAIM.analogue}." in box
     assert ("`cpu-dirty-2t` (CPU analogue, 1 configurations, interleaved rounds, one process (the intervals hold no "
             "noise between processes), measured with uncommitted changes)") in box
     assert "**No GPU set is stored: the claim itself, about GPUs, is not measured here**" in box
-    assert "- `cpu-dirty-2t` (CPU analogue): **reproduced**; 95% interval: none (point rule)" in box
+    assert "**On a GPU: not measured.** No GPU result set is stored for this claim" in box
     assert notebook.hardware_sets(pd.DataFrame()).empty
     skipped = data.assign(status="skipped")
     assert set(notebook.hardware_sets(skipped).evidence) == {"not measured"}
     assert set(notebook.hardware_sets(skipped).timing) == {"nothing timed"}
-    assert "- **What the source says:** " + claim.SEED_FIGURE in box and "- **The claim tested:** " in box
-    assert "{ref}`what each word means <outcome-words>`" in box
+    assert box.startswith("**What the source says:** " + claim.SEED_FIGURE)
+    assert "{ref}`the glossary <outcome-words>`" in box
+
+
+def _judged(hardware_id: str, outcome: Outcome, ours: float, low: float, high: float, **extra) -> Verdict:
+    return Verdict(claim.NAME, claim.STATEMENT, hardware_id, claim.SEED_FIGURE, ours, f"{ours}x", outcome, claim.RULE,
+                   low=low, high=high, **extra)
+
+
+def test_the_box_leads_with_the_gpu_figure_its_unit_interval_verdict_and_how_sure():
+    gpu = _judged("cuda-a", Outcome.REPRODUCED, 3.3, 2.5, 4.4)
+    box = notebook.glance(claim.CLAIM, pd.DataFrame(), [_judged("cpu-b", Outcome.PARTLY, 1.5, 1.2, 1.8), gpu])
+    lines = box.split("\n\n")
+    assert lines[1] == (f"**On the GPU** (`cuda-a`): {claim.CLAIM.figure_words.format('3.3x')} (95% interval: "
+                        f"2.5-4.4x): **reproduced**. {notebook.how_sure(gpu)}")
+    assert lines[2].endswith("*partly* on `cpu-b` (1.5x).")
+    few = _judged("cuda-a", Outcome.NOT_REPRODUCED, 0.96, 0.89, 1.03, fewest_timings=5)
+    assert "rests on a row of 5 timings" in notebook.how_sure(few) and "decides it" in notebook.how_sure(few)
+    undecided = _judged("cuda-a", Outcome.INCONCLUSIVE, 0.96, 0.89, 1.03, fewest_timings=5)
+    assert "too few, or too scattered" in notebook.how_sure(undecided)
+    assert "straddles" in notebook.how_sure(_judged("cuda-a", Outcome.INCONCLUSIVE, 1.0, 0.5, 2.0))
 
 
 def test_a_gpu_set_that_could_not_time_the_claim_is_not_called_absent(tmp_path):

@@ -63,3 +63,20 @@ def test_every_toc_page_exists():
                if not any((ROOT / f"{name}{suffix}").exists() for suffix in (".md", ".ipynb"))]
     assert not missing, (f"pages listed in _toc.yml do not exist: {missing}; the claim pages, the ledger and the "
                          f"conclusions are rendered by `lstmstudy reproduce` (see book/reproduce.md)")
+
+
+def test_the_landing_page_opens_with_the_answer_the_conclusions_glued_and_its_figures_caption():
+    """The answer and the caption are the conclusions page's glue, written out by `lstmstudy reproduce` because
+    myst-nb pastes Markdown only within the page that glued it; both are current with that page."""
+    from lstmstudy.cli import LANDING_HEADER, glued_markdown
+
+    intro = (ROOT / "book" / "intro.md").read_text()
+    assert intro.index("```{include} landing_answer.md\n```") < intro.index("```{glue} landing_figure")
+    assert intro.index("```{include} landing_caption.md\n```") < intro.index("```{glue} landing_figure")
+    assert intro.index("```{include} claims_table.md") < intro.index("conclusions_data_sources")  # ids last
+    glued = glued_markdown(ROOT / "book" / "conclusions.ipynb", toc.LANDING_TEXTS)
+    assert set(glued) == set(toc.LANDING_TEXTS)
+    for key, name in toc.LANDING_TEXTS.items():
+        written = (ROOT / "book" / name).read_text()
+        assert written == LANDING_HEADER + glued[key] + "\n", f"book/{name} is stale: run `lstmstudy reproduce`"
+    assert glued["landing_answer"].startswith("**If your LSTM got slower on a GPU")

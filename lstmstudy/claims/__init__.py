@@ -137,9 +137,37 @@ class Claim:
     analogue: str = ""
     #: what a verdict's figure is, around its `Verdict.brief` ('{}'), for the landing table: 'slowdown {}'
     figure_words: str = "{}"
+    #: the unit after the verdict's figure ('x' for a ratio, '' for a batch size or a dimensionless S)
+    unit: str = "x"
+    #: what the verdict's figure is, in a sentence a reader needs before reading it (claim 6's S); '' where the
+    #: figure's words say it
+    figure_meaning: str = ""
+    #: what a reader whose LSTM got slower should check, in a few words of MyST, where the claim answers that: the
+    #: landing page's answer leads each claim's GPU figure with it ('' leaves the claim out of the answer)
+    advice: str = ""
     #: the rule's bands on the verdict's ratio, where it decides on one (the landing figure draws their
     #: 'reproduced' region); None where it decides on parts or on something other than a ratio
     bands: Bands | None = None
+
+    def headline(self, verdict: Verdict, *, parts: bool = True) -> str:
+        """A verdict's figure in words with its unit ('slowdown 9.54x (95% interval 6.53-14.2x)'), and where the rule
+        decides on parts, each part's interval ('slowdown per part (95% intervals): ReLU 5.24-8.09x; ...'; with
+        `parts=False` only where there is no figure besides); '' where it has neither."""
+        figure = ""
+        if verdict.ours is not None:
+            figure = self.figure_words.format(f"{verdict.ours:.3g}{self.unit}")
+            if verdict.low is not None and not verdict.parts:
+                figure += f" ({verdict.interval_name}: {verdict.low:.3g}-{verdict.high:.3g}{self.unit})"
+        if verdict.parts and (parts or not figure):
+            name = self.figure_words.format("").strip(" ,=")
+            kind = "rough ranges from few timings, not 95% intervals" if verdict.fewest_timings else "95% intervals"
+            names = [part[0] for part in verdict.parts]
+            common = _common_note(names)
+            listed = "; ".join(f"{n.removesuffix(common)} {low:.3g}-{high:.3g}{self.unit}"
+                               for n, (_, low, high) in zip(names, verdict.parts))
+            kind += f", all {common.strip(' ()')}" if common else ""
+            figure = f"{figure}; the parts ({kind}): {listed}" if figure else f"{name} per part ({kind}): {listed}"
+        return figure
 
     @property
     def stem(self) -> str:
@@ -201,6 +229,12 @@ class Claim:
                             min_time=self.min_time if min_time is None else min_time, quick=quick, root=root,
                             retry_errors=retry_errors, rerun=rerun, deadline=deadline, slow=self.slow,
                             progress=progress, processes=processes, **options)
+
+
+def _common_note(names: Sequence[str]) -> str:
+    """The parenthesis every name ends with (' (Keras 3.15 on its torch backend)'), said once; '' if they differ."""
+    notes = {n[n.rfind(" ("):] if n.endswith(")") and " (" in n else "" for n in names}
+    return notes.pop() if len(notes) == 1 and len(names) > 1 else ""
 
 
 def registry(*, judged_only: bool = False) -> list[Claim]:
