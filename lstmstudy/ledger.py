@@ -140,7 +140,8 @@ def _set_cell(rows: pd.DataFrame, *, bold: bool) -> str:
     measured = rows[~rows["verdict"].isin(_NO_VERDICT)]
     if bold:
         parts = [f"<code>{escape(short_set(r.hardware))}</code>: <strong>{escape(r.verdict)}</strong>"
-                 + (f", {escape(r.brief)}" if r.brief else "") for r in measured.itertuples()]
+                 + (f", {escape(r.headline or r.brief)}" if r.headline or r.brief else "")
+                 for r in measured.itertuples()]
     else:  # CPU sets are many: counted per outcome, with the range of their figures
         parts = [f"{escape(outcome)} on {_sets(len(group))}{_figure_range(group['ours'])}"
                  for outcome, group in measured.groupby("verdict", sort=False)]

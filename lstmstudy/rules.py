@@ -18,6 +18,8 @@ from enum import Enum
 import numpy as np
 import pandas as pd
 
+from lstmstudy.stats import NOISY_WORDS
+
 
 class Outcome(str, Enum):
     REPRODUCED = "reproduced"
@@ -41,8 +43,9 @@ MEANINGS: dict[Outcome, str] = {
                         "stated band around it)",
     Outcome.EXCEEDS: "the whole interval lies above the seed's figure: the effect is there, and larger than the seed "
                      "said",
-    Outcome.PARTLY: "the effect is there but the whole interval lies below the seed's band; or, for a rule of parts, "
-                    "some parts hold and others fail (each page names its parts)",
+    Outcome.PARTLY: "the claim holds in part, and each claim's rule says which part: for a rule on one figure, the "
+                    "effect is there but its whole interval lies below the seed's band; for a rule of parts, some "
+                    "parts hold and the others fail",
     Outcome.NOT_REPRODUCED: "the whole interval lies where the rule says the claim fails",
     Outcome.INCONCLUSIVE: "the interval straddles an edge between two outcomes, so the data cannot tell which; or a "
                           "row of few timings whose rounds are too few, or not all in one region, to decide by the "
@@ -299,6 +302,10 @@ TERMS = {
                     "reproduction",
     "published": "measured by others on their GPUs, cited, judged by the same rule only where it measured the "
                  "claim's mechanism, and never counted as ours",
+    "noisy": f"a row whose own 95% re-run interval stayed wider than the timing plan's bound after every round "
+             f"({NOISY_WORDS}); figures ring it in red, and a verdict resting on it says so",
+    "modelled": "a figure from a cost model, not a measurement (claim 7 on one GPU): valid only under the "
+                "assumptions its page lists, never a verdict",
 }
 
 

@@ -184,7 +184,8 @@ def _ledger_rows(*rows: dict) -> pd.DataFrame:
 def test_the_landing_cells_name_each_set_its_verdict_and_figure_and_count_the_rest():
     table = _ledger_rows(
         {"hardware": "cuda-h100-80gb-hbm3-2a1d35", "evidence": "GPU", "verdict": "reproduced",
-         "brief": "slowdown 9.54 (6.51-14.2)", "ours": 9.54, "low": 6.51, "high": 14.2},
+         "brief": "slowdown 9.54 (6.51-14.2)", "ours": 9.54, "low": 6.51, "high": 14.2,
+         "headline": "slowdown 9.54x (95% interval: 6.51-14.2x)"},
         {"hardware": "cpu-a-2t", "evidence": "CPU analogue", "verdict": "partly", "brief": "slowdown 1.6 (1.3-1.9)"},
         {"hardware": "cpu-b-2t", "evidence": "not measured", "verdict": "not measured on this hardware"},
         {"hardware": "cpu-c-2t", "evidence": "not measured", "verdict": "not measured on this hardware"},
@@ -195,7 +196,7 @@ def test_the_landing_cells_name_each_set_its_verdict_and_figure_and_count_the_re
                           for k, (verdict, ours) in enumerate([("partly", 1.5), ("reproduced", 3.4), ("partly", 1.86)])))
     assert ledger.landing_cells(many, "01")["cpu"] == "partly on 2 sets (1.5-1.86); reproduced on 1 set (3.4)"
     assert cells == {
-        "gpu": "<code>cuda-h100-80gb-hbm3</code>: <strong>reproduced</strong>, slowdown 9.54 (6.51-14.2)",
+        "gpu": "<code>cuda-h100-80gb-hbm3</code>: <strong>reproduced</strong>, slowdown 9.54x (95% interval: 6.51-14.2x)",
         "cpu": "partly on 1 set; not measurable on 2 sets",
         "others": "<em>context only</em>: K80"}
     rows, labels, bands, empty = ledger.chart_data(table, claims=[])
