@@ -211,8 +211,8 @@ def glance(claim: Claim, results: pd.DataFrame, verdicts: Sequence[Verdict], roo
         lines.append("**On CPUs:** no CPU result set is stored.")
     if claim.figure_meaning:
         lines += ["", claim.figure_meaning]
-    lines += ["", "*Reproduced*, *partly*, *inconclusive* and the other outcomes are defined in "
-              "{ref}`the glossary <outcome-words>`; the rule that decides is in the dropdown below."]
+    lines += ["", "Each outcome word is defined in {ref}`the glossary <outcome-words>`; the rule that decides is in "
+              "the dropdown below."]
     lines += ["", "::::{dropdown} What was measured, on which hardware sets", f"{measured}.", ""]
     if claim.analogue:
         lines.append(f"**What the CPU analogue measures**, and what it cannot show: {claim.analogue}.")

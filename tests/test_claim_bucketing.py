@@ -423,7 +423,7 @@ def test_a_verdict_on_a_handful_of_unpaired_timings_has_no_interval_and_decides_
     rounds: 1/252), not from 2 and 2 (1/6; 5 timings each, in rounds of 2 and 3)."""
     _store(tmp_path, CPU, _epochs(1.0, _speedup_for(3.3)), REAL, rounds=rounds)
     (verdict,) = claim.verdicts(results.load(claim.NAME, tmp_path))
-    assert verdict.outcome == expected and verdict.low_precision == 5
+    assert verdict.outcome == expected and verdict.fewest_timings == 5
     assert verdict.interval_name == "rough range from few timings, not a 95% interval"  # what the page's box says
     assert verdict.interval_text.endswith(" (few timings: a row of 5)")
     if expected == Outcome.REPRODUCED:
@@ -455,6 +455,6 @@ def _paired_rounds(tmp_path, per_round_speedups: list[float]):
 ])
 def test_few_paired_timings_decide_only_when_every_round_lies_in_one_region(tmp_path, per_round, expected):
     verdict = _paired_rounds(tmp_path, per_round)
-    assert verdict.low_precision == len(per_round) and verdict.outcome == expected
+    assert verdict.fewest_timings == len(per_round) and verdict.outcome == expected
     if expected != Outcome.INCONCLUSIVE:
         assert f"all {len(per_round)} paired rounds ({min(per_round):.3g}-{max(per_round):.3g})" in verdict.ours_text

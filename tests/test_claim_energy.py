@@ -24,7 +24,7 @@ import pytest  # noqa: E402
 import torch  # noqa: E402
 from matplotlib.collections import PolyCollection  # noqa: E402
 
-from lstmstudy import claims, contract, hardware, nvml, plots, results, sweep  # noqa: E402
+from lstmstudy import claims, contract, hardware, notebook, nvml, plots, results, sweep  # noqa: E402
 from lstmstudy.claims import energy as claim  # noqa: E402
 from lstmstudy.errors import ParameterError, Skip  # noqa: E402
 from lstmstudy.nvml import ENERGY_COUNTER_PERIOD_S, GpuMeasurement, WindowResult, nvml_available  # noqa: E402
@@ -278,7 +278,7 @@ def test_five_windows_decide_a_part_only_when_all_agree(tmp_path, power_factor, 
     assert gpu.outcome == outcome and words in gpu.ours_text
     assert [name for name, _, _ in gpu.parts] == ["inference", "training"]
     assert all(low <= high for _, low, high in gpu.parts)
-    assert gpu.low_precision == 5 and gpu.interval_name == "rough range from few timings, not a 95% interval"  # 5 windows: no interval
+    assert gpu.fewest_timings == 5 and gpu.interval_name == "rough range from few timings, not a 95% interval"  # 5 windows: no interval
     assert gpu.ours is None and gpu.low is None  # decided on the parts, each phase apart
     assert "torch.native" in gpu.ours_text and "torch.cell_loop" not in gpu.ours_text  # not in the headline
     assert gpu.ours_text.count("geometric mean of 12 configuration(s)") == 2  # 3 pairs x 2 shapes x 2 precisions
@@ -290,7 +290,7 @@ def test_five_windows_decide_a_part_only_when_all_agree(tmp_path, power_factor, 
 def test_from_seven_windows_a_part_is_decided_on_its_95_percent_interval(tmp_path):
     gpu_set(tmp_path, power_factor=[0.95, 1.0, 1.05, 1.1, 1.0, 0.9, 1.0], windows=7, precisions=("fp32",))
     gpu = verdict_on(tmp_path)
-    assert gpu.outcome == Outcome.HOLDS and gpu.low_precision is None
+    assert gpu.outcome == Outcome.HOLDS and gpu.fewest_timings is None
     assert gpu.ours_text.count("(95% interval ") == 2 and "rule for few timings" not in gpu.ours_text
     for _, low, high in gpu.parts:
         assert 0.8 <= low <= 1.0 <= high < 1.25
@@ -299,7 +299,7 @@ def test_from_seven_windows_a_part_is_decided_on_its_95_percent_interval(tmp_pat
 def test_three_windows_never_decide_even_all_on_one_side(tmp_path):
     gpu_set(tmp_path, power_factor=0.3, windows=3, precisions=("fp32",))
     gpu = verdict_on(tmp_path)
-    assert gpu.outcome == Outcome.INCONCLUSIVE and gpu.low_precision == 3
+    assert gpu.outcome == Outcome.INCONCLUSIVE and gpu.fewest_timings == 3
     assert "all 3 lie below 0.8, but 3 windows cannot decide by the rule for few timings (0.5^3 = 0.125 > 0.05" \
         in gpu.ours_text
     assert "lacks 5 windows a configuration (it has 3" in gpu.ours_text
@@ -378,7 +378,7 @@ def test_the_page_states_the_rule_once_glued_from_the_claim():
     # no hand-written copy of the rule's edges beside it
     assert "0.8 <= *S* < 1.25" not in markdown and "0.8 <= S < 1.25" not in markdown
     sources = " ".join("".join(c["source"]) for c in json.loads(PAGE.read_text())["cells"] if c["cell_type"] == "code")
-    assert 'verdict_table(verdicts).drop(columns="rule")' in sources  # not again on every row of the table
+    assert "verdict_table(verdicts)" in sources and "rule" not in notebook.verdict_table([]).columns  # not again
     assert "c06_cpu" not in markdown  # the CPU sets' one NVML reason is said once, by status_note
 
 
@@ -448,7 +448,7 @@ def test_the_first_h100_method_is_judged_and_says_what_it_lacks(tmp_path):
     ratios = claim.energy_ratios(data)
     assert (ratios.method == claim.REPEATED).all() and ratios.judged.all()
     gpu = verdict_on(tmp_path)
-    assert gpu.outcome == Outcome.INCONCLUSIVE and gpu.low_precision == 3
+    assert gpu.outcome == Outcome.INCONCLUSIVE and gpu.fewest_timings == 3
     assert (f"this set ({claim.REPEATED}) lacks an idle window right before each window of work" in gpu.ours_text
             and "and 5 windows a configuration (it has 3" in gpu.ours_text)
     assert [name for name, _, _ in gpu.parts] == ["inference", "training"]
@@ -509,7 +509,7 @@ def test_the_stored_h100_set_reads_undecided_and_says_why():
     if not h100:
         pytest.skip("no H100 energy set is stored in results/energy")
     (verdict,) = h100
-    assert verdict.outcome == Outcome.INCONCLUSIVE and verdict.low_precision == 3
+    assert verdict.outcome == Outcome.INCONCLUSIVE and verdict.fewest_timings == 3
     assert all(high < claim.BAND[0] for _, _, high in verdict.parts)
     assert verdict.ours_text.count("but 3 windows cannot decide") == 2 and "lacks an idle window" in verdict.ours_text
 

@@ -397,3 +397,15 @@ def test_the_sweeps_lines_go_to_the_terminal_and_the_log_not_into_the_page(tmp_p
     assert cells[0].outputs == [] and cells[1].outputs[0]["text"] == "kept\n"
     assert capsys.readouterr().out == "measured torch.fused B=1 -> x.csv\n"
     assert log.read_text() == "measured torch.fused B=1 -> x.csv\n"
+
+
+def test_every_claim_page_tags_the_cell_that_measures():
+    """`reproduce` takes what a page's measuring cell prints off the page (`cli.MEASURE_TAG`): every claim notebook's
+    cell that runs the sweep carries the tag."""
+    import nbformat
+
+    for path in sorted((Path(__file__).resolve().parent.parent / "notebooks").glob(toc.CLAIM_NOTEBOOKS)):
+        measuring = [c for c in nbformat.read(path, as_version=4).cells
+                     if c.cell_type == "code" and ".run(" in c.source and "if measure" in c.source]
+        assert measuring, f"{path.name}: no cell measures"
+        assert all(cli.MEASURE_TAG in c.metadata.get("tags", []) for c in measuring), path.name

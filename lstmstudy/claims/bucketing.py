@@ -67,7 +67,7 @@ from lstmstudy.errors import ParameterError
 from lstmstudy.observe import what_ran
 from lstmstudy.parameters import check_choices, check_positive_ints
 from lstmstudy.rules import (ONE_BURST_WORDS, SIGN_RULE, Bands, Outcome, Verdict, few_timings, interval_label,
-                             low_precision, one_burst_sets)
+                             fewest_timings, one_burst_sets)
 from lstmstudy.shapes import LSTMShape
 from lstmstudy.stats import interleaved, row_ratio, row_round_medians, row_round_ratios, with_intervals
 
@@ -212,6 +212,24 @@ def waste_table(plan_set: dict[str, data.BatchPlan]) -> pd.DataFrame:
     return table
 
 
+def waste_view(table: pd.DataFrame) -> pd.DataFrame:
+    """`waste_table` as the page shows it: short readable columns, rounded, the padding share first after the plan;
+    what each plan is goes in a list beside it (`plan_notes`), not in a column that would make every row tall."""
+    out = pd.DataFrame({"plan": table.plan, "padding": [f"{w:.1%}" for w in table.waste_fraction],
+                        "padded steps": [f"{n:,}" for n in table.padded_steps],
+                        "real steps": [f"{n:,}" for n in table.real_steps], "batches": table.batches})
+    for baseline in BASELINES:
+        column = f"work_ratio_vs_{baseline}"
+        if column in table:
+            out[f"{baseline} / plan (work)"] = [f"{r:.2f}x" for r in table[column]]
+    return out
+
+
+def plan_notes() -> str:
+    """What each batching plan is, as a Markdown list for the page (`PLAN_NOTES`)."""
+    return "\n".join(f"- `{name}`: {PLAN_NOTES[name]}" for name in PLAN_NAMES if name in PLAN_NOTES)
+
+
 def grid(*, kind: str, quick: bool, kernels: Sequence[str], batch_size: int, corpus: int | str,
          sample_batches: int | str, layers: int, hidden: int, features: int, static_boundaries: Sequence[int],
          static_pad_to: str, seed: int = 0) -> list[contract.Point]:
@@ -332,7 +350,7 @@ def speedups(results: pd.DataFrame) -> pd.DataFrame:
     """
     ok = _with_config(results)
     cols = [*_setting_columns(), "plan", "baseline", "ratio", "ratio_lo", "ratio_hi", "work_ratio", "tracking",
-            "tracking_lo", "tracking_hi", "paired", "low_precision", "round_ratios", "round_medians"]
+            "tracking_lo", "tracking_hi", "paired", "fewest_timings", "round_ratios", "round_medians"]
     if ok.empty:
         return pd.DataFrame(columns=cols)
     rows = []
@@ -351,7 +369,7 @@ def speedups(results: pd.DataFrame) -> pd.DataFrame:
                              "ratio": ratio, "ratio_lo": lo, "ratio_hi": hi, "work_ratio": work,
                              "tracking": ratio / work, "tracking_lo": lo / work, "tracking_hi": hi / work,
                              "paired": interleaved(base, row),
-                             "low_precision": low_precision(getattr(base, "round_sizes", None),
+                             "fewest_timings": fewest_timings(getattr(base, "round_sizes", None),
                                                               getattr(row, "round_sizes", None)),
                              "round_ratios": row_round_ratios(base, row) * base.scale / row.scale,
                              "round_medians": (row_round_medians(base) * base.scale, row_round_medians(row) * row.scale)})
@@ -372,6 +390,30 @@ def compact(table: pd.DataFrame) -> pd.DataFrame:
     out = table.copy()
     out.insert(2, "setting", [describe_setting(r) for r in table.itertuples()])
     return out.drop(columns=["layers", "hidden", "features", *SETTING_KEYS, *_SETTING_FACTS])
+
+
+def epoch_view(table: pd.DataFrame) -> pd.DataFrame:
+    """`compact(epoch_times)` for the page: seconds per epoch with its 95% interval as one rounded cell, the
+    padding share, the sample's work error only where a sample was timed, and the kernel that ran."""
+    if table.empty:
+        return table
+    t = compact(table)
+    return pd.DataFrame({
+        "hardware": t.hardware_id, "setting": t.setting, "kernel": t.kernel, "plan": t.plan,
+        "s per epoch (95% interval)": [f"{r.epoch_s:.3g} ({r.epoch_lo_s:.3g}-{r.epoch_hi_s:.3g})"
+                                       for r in t.itertuples()],
+        "ms per batch": [f"{v:.3g}" for v in t.ms_per_batch], "padding": [f"{w:.1%}" for w in t.waste_fraction],
+        "sample's work error": [f"{e:+.1%}" if e else "none: whole epoch" for e in t.sample_work_error],
+        "kernel that ran": t.observed_kernel.fillna("not recorded")})
+
+
+def tracking_view(table: pd.DataFrame) -> pd.DataFrame:
+    """`tracking` for the page: the reading first, time / work and its 95% interval as one rounded cell."""
+    return pd.DataFrame({
+        "hardware": table.hardware, "reading": table.reading,
+        "time / work (95% interval)": ["-" if pd.isna(low) else _interval_text(value, low, high)
+                                       for value, low, high in zip(table["time / work"], table.low, table.high)],
+        "rests on": table["rests on"]})
 
 
 def _interval_text(value: float, lo: float, hi: float) -> str:
@@ -452,7 +494,7 @@ def verdicts(results: pd.DataFrame) -> list[Verdict]:
                                Outcome.NOT_MEASURED, RULE))
             continue
         tracking = _interval_text(head.tracking, head.tracking_lo, head.tracking_hi)
-        few = head.low_precision  # a handful of timings gives a rough range, not a 95% interval: it is not called one
+        few = head.fewest_timings  # a handful of timings gives a rough range, not a 95% interval: it is not called one
         text = (f"{head.ratio:.2f}x ({interval_label(few)} {head.ratio_lo:.2f}-{head.ratio_hi:.2f}) epoch-time "
                 f"speed-up of auto buckets over per-batch padding ({HEADLINE}; {describe_setting(head)}); padded work "
                 f"{head.work_ratio:.2f}x less, time / work {tracking}")
@@ -467,7 +509,7 @@ def verdicts(results: pd.DataFrame) -> list[Verdict]:
             text = f"{text}; {why}"
         out.append(Verdict(NAME, STATEMENT, hardware_id, SEED_FIGURE, float(head.ratio), text, outcome, RULE,
                            float(head.ratio_lo), float(head.ratio_hi),
-                           low_precision=None if pd.isna(few) else int(few)))
+                           fewest_timings=None if pd.isna(few) else int(few)))
     return out
 
 
@@ -544,6 +586,7 @@ CLAIM = Claim(
         "Padding wastes work, and automatically generated buckets win it back: 3.3x over no bucketing."),
     bands=BANDS,
     figure_words="speed-up {}",
+    advice='**Bucket sequences by length** rather than padding each batch to its longest sequence.',
     number=NUMBER, name=NAME, statement=STATEMENT, seed_figure=SEED_FIGURE, rule=RULE,
     source="slides (seed 002); real Penn Treebank sentence lengths",
     citations=("lin-wu-lstm-slides", "marcus-ptb", "mikolov-rnnlm"),

@@ -66,7 +66,7 @@ from lstmstudy.claims import Claim, Lease, cudnn_fallback
 from lstmstudy.errors import ParameterError
 from lstmstudy.observe import what_ran
 from lstmstudy.parameters import check_choices
-from lstmstudy.rules import LOW_PRECISION_TIMINGS, SIGN_RULE_ALPHA, Bands, Outcome, Verdict, sign_rule
+from lstmstudy.rules import FEW_TIMINGS, SIGN_RULE_ALPHA, Bands, Outcome, Verdict, sign_rule
 from lstmstudy.shapes import LSTMShape
 from lstmstudy.stats import geomean, geomean_interval, interleaved, window_median, window_ratio
 
@@ -85,7 +85,7 @@ MIN_WINDOW_S = 1.0
 #: chance with probability 0.5^n, at most `rules.SIGN_RULE_ALPHA` from 5 on
 DECIDING_WINDOWS = next(n for n in range(1, 64) if 0.5 ** n <= SIGN_RULE_ALPHA)
 #: windows from which a configuration's (and a part's) 95% interval is a bootstrap's; fewer give their spread only
-INTERVAL_WINDOWS = LOW_PRECISION_TIMINGS
+INTERVAL_WINDOWS = FEW_TIMINGS
 #: windows per point by default (and at least, when measuring), in a quick run (a smoke test: it never decides),
 #: and at least for a configuration to enter S
 WINDOWS, QUICK_WINDOWS, MIN_JUDGED_WINDOWS = DECIDING_WINDOWS, 3, 3
@@ -681,7 +681,7 @@ def verdicts(results: pd.DataFrame) -> list[Verdict]:
         out.append(Verdict(NAME, STATEMENT, hardware_id, SEED_FIGURE, None,
                            f"{'; '.join(texts)}; so {_why(outcome, named)}{lacking}{left}", outcome, RULE,
                            parts=tuple((p.name, p.low, p.high) for p in parts),
-                           low_precision=min(few) if few else None))
+                           fewest_timings=min(few) if few else None))
     return out
 
 
@@ -725,6 +725,16 @@ def host_note(results: pd.DataFrame) -> str:
                          f"{why}. Its joules are the GPU board's alone, and a fallback's extra host work (Keras on "
                          f"torch runs its loop in Python on the host) is not in them.")
     return "\n\n".join(lines)
+
+
+def rounded(table: pd.DataFrame) -> pd.DataFrame:
+    """A table for the page: every float cell to 3 significant figures (a missing one stays missing, for
+    `notebook.shown` to say why), so no 6-decimal figure runs across the page."""
+    out = table.copy()
+    for column in out.columns:
+        if pd.api.types.is_float_dtype(out[column]):
+            out[column] = [f"{v:.3g}" if pd.notna(v) else v for v in out[column]]
+    return out
 
 
 def method_table() -> pd.DataFrame:
@@ -876,7 +886,10 @@ CLAIM = Claim(
     says=(
         "Energy per sequence, which the paper left as future work."),
     bands=BANDS,
-    figure_words="S = {}",
+    figure_words="S = {}", unit="",
+    figure_meaning=("*S* is the fallback's power above idle over the fused kernel's: its GPU energy above idle per "
+                    "sequence over the fused kernel's, divided by its time per step over the fused kernel's (1 when "
+                    "energy grows in proportion to time)."),
     number=NUMBER, name=NAME, statement=STATEMENT, seed_figure=SEED_FIGURE, rule=RULE,
     source="paper (seed 003) left energy as future work; measured as Zeus does",
     citations=("mahorker-lstm-kernels", "zeus-nsdi23"),
