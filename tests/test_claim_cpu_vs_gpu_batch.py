@@ -381,7 +381,7 @@ def test_a_batch_size_of_few_timings_is_decided_only_by_the_sign_or_the_rank_rul
     v = only(claim.verdicts(results.load(claim.NAME, tmp_path)))
     # the CPU is faster at batch 1 by the same rule: the largest end decides the verdict
     assert v.outcome == (Outcome.REPRODUCED if faster == "gpu" else Outcome.INCONCLUSIVE)
-    assert v.low_precision == rounds  # either way the verdict rests on the rows of few timings
+    assert v.fewest_timings == rounds  # either way the verdict rests on the rows of few timings
     assert (f"({rounds} timings: a spread)" in v.parts[-1][0])
 
 
@@ -392,7 +392,7 @@ def test_few_timings_that_cannot_change_the_verdict_are_not_what_it_rests_on(tmp
     store(tmp_path, CPU, {512: 80.0}, rounds=2, seed=5)  # 2 and 2 rounds timed apart: too few to decide
     store(tmp_path, GPU, {512: 8.0}, rounds=2, seed=6)
     v = only(claim.verdicts(results.load(claim.NAME, tmp_path)))
-    assert v.outcome == Outcome.NOT_REPRODUCED and v.low_precision is None
+    assert v.outcome == Outcome.NOT_REPRODUCED and v.fewest_timings is None
     assert "undecided at batch 512 (rows of as few as 2 timings" in v.ours_text
 
 
@@ -417,3 +417,30 @@ def test_the_stored_sets_keras_rows_name_the_backend_their_fingerprint_records()
         labels = claim.epoch_times(data[data.index.isin(rows.index)], 100).framework_label
         assert set(labels) == {f"Keras {version} on its {rows.backend.iloc[0]} backend"}
     assert checked and (keras.backend == "torch").any()  # the H100's host ran Keras on its torch backend
+
+
+def test_the_crossover_view_puts_the_outcome_first_and_prints_no_python(tmp_path):
+    store(tmp_path, CPU, CPU_MS)
+    store(tmp_path, GPU, {1: 6.0, 8: 3.0, 64: 5.0, 512: 8.0})  # slower, tie, faster, faster: crosses at 64
+    store(tmp_path, CPU, {1: 40.0, 8: 40.0, 64: 60.0, 512: 200.0}, kernel="keras.bilstm_imdb",
+          observed={"kernel": "python-op-loop", "detail": {"aten_ops": 22351}},
+          predicted="python-op-loop,python-op-loop", **KERAS_ON_TORCH)
+    store(tmp_path, GPU, {1: 12.0, 8: 11.0, 64: 13.0, 512: 12.0}, kernel="keras.bilstm_imdb",
+          observed={"kernel": "cudnn", "detail": {"aten_ops": 637, "gpu_kernels": 117}}, predicted="cudnn,cudnn",
+          **KERAS_ON_TORCH)
+    store(tmp_path, OTHER_GPU, {1: 6.0, 8: 3.0, 64: 5.0, 512: 8.0})  # another machine's GPU: context only
+    crossings = claim.crossovers(results.load(claim.NAME, tmp_path))
+    # the compact view holds the same-host pair alone, so it need not name it
+    assert list(claim.crossover_view(crossings).columns[:2]) == ["outcome", "model"]
+    view = claim.crossover_view(crossings).set_index("model")
+    assert len(view) == 2 and list(claim.crossover_view(crossings, full=True).columns[:2]) == [
+        "outcome", "pair (GPU vs CPU)"]
+    torch, keras = view.loc["PyTorch, autoencoder"], view.loc["Keras 3.15 on its torch backend, bilstm_imdb"]
+    assert (torch.outcome, torch.crossover) == (Outcome.REPRODUCED.value, "batch 64")
+    assert keras.outcome == "not judged (two kernels)" and keras.crossover == "GPU ahead from batch 1"
+    assert torch["GPU/CPU at the smallest batch"].endswith("x at 1")
+    full = claim.crossover_view(crossings, full=True)
+    assert len(full) == len(crossings) > len(view) and full.outcome.iloc[0] != ""
+    cells = " ".join(full.astype(str).to_numpy().ravel())
+    assert not any(word in cells for word in ("frozenset", "Outcome.", "<NA>", "nan", "None", "["))
+    assert set(full["undecided batches"]) >= {"8"}

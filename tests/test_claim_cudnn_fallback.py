@@ -391,3 +391,80 @@ def test_torch_compiled_is_timed_on_a_gpu_and_asked_for_on_a_cpu():
     assert len(claim.CLAIM.points("cpu", compiled=True)) == len(claim.CLAIM.points("cpu")) + 2
     with pytest.raises(ParameterError, match="compiled"):
         claim.CLAIM.parameters("cpu", compiled="yes")
+
+
+# --- the blog's own model leads claims 1 and 2 -------------------------------------------------------------------
+
+def blog_rows(hardware_id: str, slowdown: float, *, backend: str, phase: str = "train", seconds: float = 1e-2,
+              seed: int = 0) -> list[dict]:
+    """The blog model's two rows (LeakyReLU at `slowdown` times tanh's `seconds`) on one set, with quartiles."""
+    rng = np.random.default_rng(seed)
+    out = []
+    for activation in claim.BLOG_ACTIVATIONS:
+        row = timed(hardware_id, claim.BLOG_KERNEL, 1, seconds * (slowdown if activation == "leaky_relu" else 1.0),
+                    rng=rng, phase=phase, backend=backend, config=json.dumps({"activation": activation}))
+        out.append({**row, "p25_s": float(np.percentile(row["samples"], 25)),
+                    "p75_s": float(np.percentile(row["samples"], 75))})
+    return out
+
+
+BLOG_SETS = pd.DataFrame(blog_rows("cuda-h100-test", 3.6, backend="torch", seconds=0.0143)
+                         + blog_rows("cuda-h100-test", 4.6, backend="torch", phase="inference", seconds=0.0052)
+                         + blog_rows("cpu-a-2t", 1.0, backend="tensorflow", seconds=0.005)
+                         + blog_rows("cpu-b-2t", 1.0, backend="tensorflow", seconds=0.019)
+                         + blog_rows("cpu-a-2t", 1.0, backend="tensorflow", phase="inference", seconds=0.0017))
+
+
+def test_the_blog_models_steps_put_the_gpu_sets_first_and_name_what_ran_them():
+    steps = claim.blog_steps(BLOG_SETS)
+    assert steps.hardware_id.iloc[0] == "cuda-h100-test" and steps.gpu.iloc[0]
+    assert set(steps[steps.gpu].framework) == {"Keras 3.15 on its torch backend"}
+    assert set(steps[~steps.gpu].framework) == {"Keras 3.15 on its tensorflow backend"}
+    assert (steps.p25_ms <= steps.ms).all() and (steps.ms <= steps.p75_ms).all()
+    assert claim.blog_steps(BLOG_SETS.iloc[:0]).empty
+
+
+def test_the_blog_sentence_is_computed_from_the_rows_with_the_backend_of_each_side():
+    steps = claim.blog_steps(BLOG_SETS)
+    gpu = steps[steps.gpu & (steps.phase == "train")].set_index("activation").ms
+    cpus = steps[~steps.gpu & (steps.phase == "train") & (steps.activation == "LeakyReLU")].ms
+    sentence = claim.blog_sentence(BLOG_SETS)
+    assert sentence.startswith("On the GPU cuda-h100-test (Keras 3.15 on its torch backend) one training step")
+    assert f"took {gpu['LeakyReLU']:.3g} ms, {gpu['LeakyReLU'] / gpu['tanh']:.3g}x the {gpu['tanh']:.3g} ms" in sentence
+    assert f"2 CPU-only sets (Keras 3.15 on its tensorflow backend" in sentence
+    assert f"{cpus.min():.3g}-{cpus.max():.3g} ms" in sentence
+    assert "not a comparison of two devices" in sentence  # torch on the GPU, TensorFlow on the CPUs
+    same = BLOG_SETS.assign(backend="torch")
+    assert "not a comparison of two devices" not in claim.blog_sentence(same)
+    assert claim.blog_sentence(BLOG_SETS.iloc[:0]) == "The blog's own model was not timed on any stored set."
+
+
+def test_the_blog_figure_is_one_panel_labelled_with_units_and_hardware():
+    import matplotlib.pyplot as plt
+
+    fig = claim.blog_figure(BLOG_SETS)
+    (ax,) = fig.axes
+    labels = [t.get_text() for t in ax.get_yticklabels()]
+    assert labels[0].startswith("cuda-h100-test\n(GPU; Keras 3.15 on its torch backend)")
+    assert all("(CPU only; Keras 3.15 on its tensorflow backend)" in label for label in labels[1:])
+    assert "ms" in ax.get_xlabel() and ax.get_xscale() == "log" and fig.get_figwidth() <= 10
+    assert claim.blog_figure(BLOG_SETS.iloc[:0]) is None
+    plt.close("all")
+
+
+def test_the_fallback_bars_wrap_and_give_each_kernel_its_colour():
+    import matplotlib.pyplot as plt
+
+    from lstmstudy import plots
+
+    table = pd.concat([claim.summary(claim.slowdowns(pd.DataFrame(rows(f"cpu-{i}-2t", [2.0, 3.0], seed=i))))
+                       for i in range(5)] + [claim.summary(claim.slowdowns(pd.DataFrame(
+                           seed_cases("cuda-h100-test", {"keras.relu": [6.0, 6.5]}))))])
+    fig = plots.ratio_bars(table, x="label", xlabel="fallback kernel", ylabel="slowdown (x)", col_wrap=3)
+    panels = [ax for ax in fig.axes if ax.get_visible()]
+    assert len(panels) == 6 and fig.get_figwidth() <= 10
+    assert len({round(ax.get_position().x0, 2) for ax in panels}) == 3  # two rows of three
+    assert panels[0].get_title() == "cuda-h100-test"  # the GPU set first
+    (bar,) = panels[0].patches
+    assert bar.get_facecolor()[:3] == pytest.approx(plots.kernel_colour("keras.relu"))
+    plt.close("all")

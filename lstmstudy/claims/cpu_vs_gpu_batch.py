@@ -50,7 +50,7 @@ from lstmstudy.claims import Claim, Lease
 from lstmstudy.frameworks import framework_words
 from lstmstudy.observe import FUSED, GPU_FUSED
 from lstmstudy.parameters import check_bool, check_choices, check_positive_ints
-from lstmstudy.rules import (SIGN_RULE, Outcome, Possible, Verdict, combine, few_timings, holds_below, low_precision,
+from lstmstudy.rules import (SIGN_RULE, Outcome, Possible, Verdict, combine, few_timings, holds_below, fewest_timings,
                              settle)
 from lstmstudy.shapes import AUTOENCODER, BILSTM, LSTMShape
 from lstmstudy.stats import row_median, row_ratio, row_round_medians, row_round_ratios
@@ -282,7 +282,7 @@ def comparisons(results: pd.DataFrame) -> pd.DataFrame:
         for key in sorted(set(c.index) & set(g.index)):
             grow, crow = g.loc[[key]].iloc[-1], c.loc[[key]].iloc[-1]
             ratio, lo, hi = row_ratio(grow, crow)
-            fewest = low_precision(grow.round_sizes, crow.round_sizes)
+            fewest = fewest_timings(grow.round_sizes, crow.round_sizes)
             if fewest is None:
                 faster, why = "gpu" if hi < 1 else "cpu" if lo > 1 else "tie", ""
             else:
@@ -342,7 +342,7 @@ def crossovers(results: pd.DataFrame) -> pd.DataFrame:
         possible = _possible(list(part.faster))
         few = part[part.fewest.notna()]
         # what the rule could say were each few-timing batch size undecided, and were it on the side its point
-        # estimate shows: where the two differ, the outcome rests on those rows (`Verdict.low_precision`)
+        # estimate shows: where the two differ, the outcome rests on those rows (`Verdict.fewest_timings`)
         point = [("gpu" if r.ratio < 1 else "cpu") if pd.notna(r.fewest) else r.faster for r in part.itertuples()]
         ties = ["tie" if pd.notna(r.fewest) else r.faster for r in part.itertuples()]
         same = bool(part.same_kernels.all())
@@ -370,6 +370,46 @@ def crossovers(results: pd.DataFrame) -> pd.DataFrame:
     for column in ("crossover", "cpu_clearly_up_to", "gpu_clearly_from", "fewest", "cpu_aten_ops_smallest"):
         out[column] = out[column].astype("Int64")
     return out
+
+
+def _crossover_words(row: pd.Series) -> str:
+    """Where a model's curves cross, in a table's words: 'batch 8', 'GPU ahead from batch 1', 'none in the grid'."""
+    if pd.isna(row.crossover):
+        return "none in the grid (the GPU never faster)"
+    return f"GPU ahead from batch {row.smallest}" if int(row.crossover) == row.smallest else f"batch {row.crossover}"
+
+
+def _batches(values: object) -> str:
+    """Batch sizes as a cell says them: '8, 64', or a dash for none (never a Python list or <NA>)."""
+    if isinstance(values, (list, tuple)):
+        return ", ".join(map(str, values)) or "–"
+    return "–" if pd.isna(values) else str(int(values))
+
+
+def crossover_view(crossings: pd.DataFrame, *, full: bool = False) -> pd.DataFrame:
+    """`crossovers` as a page shows it, the outcome first: per pair and model, what its rows compare, the GPU/CPU
+    ratio at the two ends of the grid and where the curves cross; a model whose two devices ran different kernels
+    reads 'not judged' (the rule never counts it). Same-host pairs only, the pair named where there are several,
+    unless `full`, which adds the pairs of two hosts (context), the kernels each side ran and the uncertainty of each
+    crossover."""
+    table = crossings if full else crossings[~crossings.pair.str.contains("two hosts")]
+    out = pd.DataFrame({
+        "outcome": [o if same else "not judged (two kernels)" for o, same in zip(table.outcome, table.same_kernels)],
+        "pair (GPU vs CPU)": table.pair,
+        "model": [f"{label}, {workload}" for label, workload in zip(table.framework_label, table.workload)],
+        "GPU/CPU at the smallest batch": [f"{_num(r)}x at {b}" for r, b in zip(table.ratio_smallest, table.smallest)],
+        "at the largest": [f"{_num(r)}x at {b}" for r, b in zip(table.ratio_largest, table.largest)],
+        "crossover": [_crossover_words(row) for _, row in table.iterrows()]})
+    if full:
+        out = out.assign(**{
+            "kernels (GPU; CPU)": [f"{g}; {c}" for g, c in zip(table.gpu_kernel, table.cpu_kernel)],
+            "CPU clearly faster up to": table.cpu_clearly_up_to.map(_batches),
+            "GPU clearly faster from": table.gpu_clearly_from.map(_batches),
+            "undecided batches": table.undecided.map(_batches),
+            "fewest timings": table.fewest.map(_batches)})
+    elif table.pair.nunique() == 1:
+        out = out.drop(columns="pair (GPU vs CPU)")
+    return out.reset_index(drop=True)
 
 
 def _few_text(row: pd.Series) -> str:
@@ -448,7 +488,7 @@ def verdicts(results: pd.DataFrame) -> list[Verdict]:
                 + "; ".join(_crossover_text(row) for _, row in deciding.iterrows()))
         out.append(Verdict(NAME, STATEMENT, hardware_id, SEED_FIGURE, None if pd.isna(head) else float(head), text,
                            outcome, RULE, parts=tuple(p for ps in deciding.parts for p in ps),
-                           low_precision=int(deciding.fewest.min()) if rests else None))
+                           fewest_timings=int(deciding.fewest.min()) if rests else None))
     paired = {h for p in pairs(results) for h in p}
     for hardware_id, kind in results.groupby("hardware_id").device_kind.first().sort_index().items():
         if hardware_id in paired:
@@ -580,7 +620,8 @@ CLAIM = Claim(
     says=(
         "At small batch sizes a CPU trains an LSTM faster than a GPU; the GPU wins only as the batch "
         "grows."),
-    figure_words="GPU ahead from batch {}",
+    figure_words="GPU ahead from batch {}", unit="",
+    advice="**At small batch sizes, time the CPU too.** A GPU's lead over a CPU grows with the batch.",
     number=NUMBER, name=NAME, statement=STATEMENT, seed_figure=SEED_FIGURE, rule=RULE,
     source="blog post (seed 000), citing Woolf's benchmark; Q&A (seed 001)",
     citations=("blogpost-lstm-gpu", "woolf-cloud-cpus", "so-cudnnlstm"),

@@ -517,6 +517,119 @@ def blog_table(results: pd.DataFrame) -> pd.DataFrame:
     return wide.reset_index()
 
 
+def blog_view(results: pd.DataFrame) -> pd.DataFrame:
+    """`blog_table` as the page folds it: readable column names, the set's kind and Keras backend, three significant
+    figures."""
+    table = blog_table(results)
+    out = pd.DataFrame({
+        "hardware set": [f"{h} ({'GPU' if h.startswith('cuda-') else 'CPU only'})" for h in table.hardware_id],
+        "Keras backend": table.backend, "phase": table.phase,
+        "LeakyReLU (ms)": table["leaky_relu ms"], "tanh (ms)": table["tanh ms"],
+        "LeakyReLU / tanh (x)": table.slowdown})
+    return out.map(lambda v: float(f"{v:.3g}") if isinstance(v, float) else v)
+
+
+#: the blog model's two activations as the page names them
+BLOG_WORDS = {"leaky_relu": "LeakyReLU", "tanh": "tanh"}
+
+
+def blog_steps(results: pd.DataFrame) -> pd.DataFrame:
+    """The blog's own model, one row per hardware set, phase and activation: its median step time and interquartile
+    range (ms), whether the set is a GPU's, and what ran it (`framework`: 'Keras 3.15 on its torch backend'), GPU sets
+    first. The page leads with it: it is the model the reader's own LSTM most resembles."""
+    columns = ["hardware_id", "gpu", "framework", "phase", "activation", "ms", "p25_ms", "p75_ms"]
+    blog = results[(results.kernel == BLOG_KERNEL) & (results.status == "ok")] if not results.empty else results
+    if blog.empty:
+        return pd.DataFrame(columns=columns)
+    blog = _with_backend(blog)
+    out = pd.DataFrame({
+        "hardware_id": blog.hardware_id, "gpu": blog.hardware_id.str.startswith("cuda-"),
+        "framework": [rows_words(blog.loc[[i]]) for i in blog.index], "phase": blog.phase,
+        "activation": blog.config.map(lambda c: BLOG_WORDS[json.loads(c)["activation"]]),
+        "ms": blog.median_s * 1e3, "p25_ms": blog.p25_s * 1e3, "p75_ms": blog.p75_s * 1e3})
+    return out.sort_values(["gpu", "hardware_id", "phase", "activation"], ascending=[False, True, False, True],
+                           ignore_index=True)[columns]
+
+
+def _span(values: pd.Series) -> str:
+    """'5.02-19.2 ms', or '5.02 ms' for one value."""
+    low, high = f"{values.min():.3g}", f"{values.max():.3g}"
+    return f"{low} ms" if low == high else f"{low}-{high} ms"
+
+
+def blog_sentence(results: pd.DataFrame) -> str:
+    """The blog model's step times on every stored set in one sentence, GPU sets first: what a reader whose Keras
+    LSTM got slower on a GPU meets, with the Keras release and backend each side ran on, since Keras on a GPU and on
+    a CPU need not have run on the same backend (then the sentence compares what each user meets, not two devices)."""
+    steps = blog_steps(results)
+    if steps.empty:
+        return "The blog's own model was not timed on any stored set."
+    leaky = steps[steps.activation == "LeakyReLU"]
+    clauses = []
+    for hardware_id, part in steps[steps.gpu].groupby("hardware_id", sort=True):
+        train = part[part.phase == DECIDING_PHASE].set_index("activation").ms
+        if {"LeakyReLU", "tanh"} <= set(train.index):
+            clauses.append(f"on the GPU {hardware_id} ({part.framework.iloc[0]}) one training step of the blog's own "
+                           f"model at batch 1 took {train['LeakyReLU']:.3g} ms, "
+                           f"{train['LeakyReLU'] / train['tanh']:.3g}x the {train['tanh']:.3g} ms of its tanh twin, "
+                           f"which keeps cuDNN")
+    cpus = leaky[~leaky.gpu]
+    if not cpus.empty:
+        frameworks = " and ".join(sorted(set(cpus.framework)))
+        count = cpus.hardware_id.nunique()
+        clauses.append(f"on the {count} CPU-only set{'s' if count > 1 else ''} ({frameworks}, where no Keras LSTM has "
+                       f"a fused kernel to lose) it took {_span(cpus[cpus.phase == DECIDING_PHASE].ms)}")
+    inference = leaky[leaky.phase == "inference"]
+    if inference.gpu.any() and (~inference.gpu).any():
+        clauses.append(f"a prediction took {_span(inference[inference.gpu].ms)} on the GPU against "
+                       f"{_span(inference[~inference.gpu].ms)} on the CPUs")
+    sentence = "; ".join(clauses)
+    sentence = sentence[0].upper() + sentence[1:] + " (median step times)"
+    on_gpu = set(leaky[leaky.gpu].framework)
+    if on_gpu and not cpus.empty and on_gpu != set(cpus.framework):
+        sentence += (": the GPU and the CPUs ran Keras on different backends, so this is what a user of each meets, "
+                     "not a comparison of two devices")
+    return sentence + "."
+
+
+def blog_figure(results: pd.DataFrame):
+    """The blog model's median step time per hardware set (a bar per phase and activation, the interquartile range as
+    whiskers, log scale), each set named as a GPU or as CPU only with its Keras backend; None where it was not timed.
+    One panel, sized to be read at a page's width."""
+    import matplotlib.pyplot as plt
+    from matplotlib.ticker import FixedLocator, FormatStrFormatter, NullFormatter
+
+    steps = blog_steps(results)
+    if steps.empty:
+        return None
+    sets = list(dict.fromkeys(steps.hardware_id))
+    series = [(phase, activation) for phase in ("train", "inference") for activation in ("LeakyReLU", "tanh")]
+    colours = dict(zip(series, plt.get_cmap("tab20").colors[:4]))
+    fig, ax = plt.subplots(figsize=(8, 1.2 + 0.8 * len(sets)))
+    height = 0.8 / len(series)
+    for i, key in enumerate(series):
+        part = steps[(steps.phase == key[0]) & (steps.activation == key[1])].set_index("hardware_id").reindex(sets)
+        y = [s + (i - (len(series) - 1) / 2) * height for s in range(len(sets))]
+        ax.barh(y, part.ms, height=height, color=colours[key], label=f"{key[0]}, {key[1]}")
+        ax.errorbar(part.ms, y, xerr=[part.ms - part.p25_ms, part.p75_ms - part.ms], fmt="none", color="black",
+                    capsize=2, linewidth=0.8)
+    first = steps.drop_duplicates("hardware_id").set_index("hardware_id")
+    ax.set_yticks(range(len(sets)), [f"{h}\n({'GPU' if first.gpu[h] else 'CPU only'}; {first.framework[h]})"
+                                     for h in sets], fontsize=10)
+    ax.invert_yaxis()
+    ax.set_xscale("log")
+    ax.xaxis.set_major_locator(FixedLocator([0.1, 0.2, 0.5, 1, 2, 5, 10, 20, 50, 100, 200, 500, 1000]))
+    ax.xaxis.set_major_formatter(FormatStrFormatter("%g"))
+    ax.xaxis.set_minor_formatter(NullFormatter())
+    ax.tick_params(axis="x", labelsize=10)
+    ax.set_xlabel("median step time at batch 1 (ms, log scale); whiskers: interquartile range", fontsize=10)
+    ax.set_title("The blog post's model with LeakyReLU and with tanh, per hardware set", fontsize=11)
+    fig.legend(*ax.get_legend_handles_labels(), title="phase, activation", fontsize=10, title_fontsize=10, ncol=2,
+               loc="lower center")
+    fig.tight_layout(rect=(0, 0.8 / fig.get_figheight(), 1, 1))
+    return fig
+
+
 def label(kernel: str, backend: str) -> str:
     """A kernel as figures name it: with its Keras backend where it has one ('keras.relu on torch')."""
     return f"{kernel} on {backend}" if backend else kernel
@@ -557,6 +670,7 @@ CLAIM = Claim(
         "not list."),
     bands=BANDS,
     figure_words="slowdown {}",
+    advice="**Keep cuDNN's fused kernel.** A ReLU activation, recurrent dropout, `unroll` or a mask silently send a Keras LSTM to a generic kernel; `lstmstudy explain model.keras` says which, without a GPU.",
     number=NUMBER, name=NAME, statement=STATEMENT, seed_figure=SEED_FIGURE, rule=RULE,
     source="blog post (seed 000), quoting Chollet; Q&A (seed 001)",
     citations=("blogpost-lstm-gpu", "chollet-dlwp2", "so-cudnnlstm"),
