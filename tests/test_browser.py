@@ -67,7 +67,7 @@ PROBE = """<script>(function () {
   out.text = all.textContent;
   out.wide = [];
   article.querySelectorAll(".admonition, .admonition table, .pst-scrollable-table-container").forEach(function (e) {
-    if (e.offsetParent !== null && e.scrollWidth > e.clientWidth + 1 && (e.closest(".admonition") || e.closest(".landing-table")))
+    if (e.checkVisibility() && e.scrollWidth > e.clientWidth + 1 && (e.closest(".admonition") || e.closest(".landing-table")))
       out.wide.push(e.className.split(" ")[0] + " " + e.scrollWidth + " px in " + e.clientWidth + ": "
                     + e.innerText.slice(0, 60).replace(/\\s+/g, " "));
   });

@@ -305,7 +305,7 @@ def test_the_page_glues_one_figure_for_the_slowdown_and_every_sets_texts():
     markdown = " ".join(" ".join("".join(c["source"]).split()) for c in json.loads(page.read_text())["cells"]
                         if c["cell_type"] == "markdown")
     assert "{glue:text}`c04_cpu_mpe_pytorch` on the CPU sets" in markdown and "On the CPU set," not in markdown
-    assert "is each set's verdict below, the one figure this page gives for it" in markdown
+    assert "is each set's verdict above, the one figure this page gives for it" in markdown
     assert "a GPU set of ours can settle it" not in markdown and "once a GPU set holds" not in markdown
 
 
@@ -438,3 +438,12 @@ def test_paper_figure_averages_over_common_configurations():
     assert raw[1] == pytest.approx(1e-6 * 64 * 1 * (10 + 50) / 2)
     other = fig[fig.figure.str.startswith("PyTorch")]
     assert claim.label("keras.impl1", "fp32") not in set(other.label)
+
+
+def test_table2_compact_puts_the_outcome_first_and_keeps_every_pair():
+    """The page's Table 2 in view: one row per pair, whether our MPE has the paper's sign first, figures rounded."""
+    data = frame(rows(base_times(1.5, 3.0)))
+    view = claim.table2_view(data)
+    assert list(view.columns[:2]) == ["pair", "our MPE has the paper's sign"]
+    assert list(view.pair) == [p.name for p in claim.pairs()]
+    assert view["our MPE has the paper's sign"].iloc[-1] == "not in the paper"

@@ -246,18 +246,18 @@ def test_keras_mixed_float16_stands_beside_autocast_at_the_papers_sizes_on_a_gpu
 
 def test_the_sweep_times_each_group_in_enough_rounds_for_an_interval(monkeypatch):
     """A step that fills a round's burst with one call (the paper's sizes on a GPU, H=1024 on a CPU) gets ROUNDS
-    timings, at least the 7 a 95% interval needs (`rules.LOW_PRECISION_TIMINGS`), with the same sampling time; a
+    timings, at least the 7 a 95% interval needs (`rules.FEW_TIMINGS`), with the same sampling time; a
     quick run keeps the quick plan."""
     from lstmstudy import sweep
-    from lstmstudy.rules import LOW_PRECISION_TIMINGS
+    from lstmstudy.rules import FEW_TIMINGS
 
     plans = []
     monkeypatch.setattr(sweep, "run", lambda name, points, prepare, plan, **options: plans.append(plan))
     claim.measure([], device="cpu", min_time=0.1)
     claim.measure([], device="cpu", min_time=0.1, quick=True)
     full, quick = plans
-    assert full.rounds == claim.ROUNDS >= LOW_PRECISION_TIMINGS and full.burst_s * full.rounds == pytest.approx(0.1)
-    assert sum(full.each().rounds for _ in range(full.processes)) >= LOW_PRECISION_TIMINGS
+    assert full.rounds == claim.ROUNDS >= FEW_TIMINGS and full.burst_s * full.rounds == pytest.approx(0.1)
+    assert sum(full.each().rounds for _ in range(full.processes)) >= FEW_TIMINGS
     assert quick.rounds == 2
 
 
@@ -395,7 +395,7 @@ def test_a_part_resting_on_a_handful_of_timings_is_undecided_and_its_spread_is_n
     assert "part (i) holds, part (ii), a CPU analogue at the grid's largest shape" in verdict.ours_text
     assert "undecided (few timings: it rests on a row of 5 timings" in verdict.ours_text
     assert "x (few timings (5), a rough range: " in verdict.ours_text
-    assert verdict.low_precision == 5 and "low precision" not in verdict.ours_text
+    assert verdict.fewest_timings == 5 and "low precision" not in verdict.ours_text
     assert outcome(frame(CPU, 0.9, 1.5).assign(round_sizes=[[2, 2, 2, 2, 1]] * 16)) == Outcome.REPRODUCED
 
 
@@ -536,3 +536,18 @@ def test_the_page_glues_the_rule_from_the_claim_and_calls_bf16_bf16():
     assert f"{claim.LARGE_MIN:.2f}" not in markdown and "at or above" not in markdown  # the rule's words are glued
     assert "fp16 speed-up" not in markdown and "fp16 speed-up" not in claim.CLAIM.figure_words
     assert "bf16" in claim.CLAIM.figure_words and "low precision" not in markdown.lower()
+
+
+def test_a_reason_a_configuration_did_not_run_is_shown_in_plain_words():
+    """A stored row keeps the library's exception; the page (the skipped table, a heatmap panel without data) says
+    why in words, never the exception's text."""
+    error = ("torch.fused at fp16: oneDNN cannot run it here (RuntimeError: could not create a primitive descriptor "
+             "for the LSTM forward propagation primitive.)")
+    plain = "no fp16 LSTM kernel on this CPU: oneDNN has no fp16 LSTM primitive for it"
+    assert claim.reason_words(error, "fp16") == plain
+    assert claim.reason_words("torch.fused at fp16: it failed (ValueError: x)", "fp16") == "it failed"
+    data = pd.concat([frame(CPU, 1.0, 1.5, phases=("inference",)),
+                      pd.DataFrame([row(CPU, "fp16", "train", 64, 16, 1.0, status="skipped", error=error)])],
+                     ignore_index=True)
+    assert "RuntimeError" not in " ".join(claim.skipped_table(data).reason)
+    assert "RuntimeError" not in " ".join(claim.attempted(data).error.dropna().astype(str))

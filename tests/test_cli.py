@@ -151,10 +151,13 @@ def test_missing_pages_are_named_before_the_book_is_built(tmp_path):
     # the glob takes the pages there; a claim notebook's page that is not there yet is named all the same
     assert toc.toc_files(tmp_path / "_toc.yml") == ["book/intro", "book/claims/02_more", "book/ledger"]
     assert toc.missing_pages(tmp_path) == ["book/ledger", "book/claims/01_demo", "book/claims_table.md",
-                                           "book/outcome_words.md"]
+                                           "book/outcome_words.md", "book/landing_answer.md",
+                                           "book/landing_caption.md"]
     nbformat.write(nbformat.v4.new_notebook(), tmp_path / "book" / "ledger.ipynb")
     (tmp_path / "book" / "claims_table.md").write_text("| claim |\n")
     (tmp_path / "book" / "outcome_words.md").write_text("(outcome-words)=\n")
+    for name in toc.LANDING_TEXTS.values():
+        (tmp_path / "book" / name).write_text("written\n")
     assert toc.missing_pages(tmp_path) == ["book/claims/01_demo"]
 
 

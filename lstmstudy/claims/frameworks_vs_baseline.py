@@ -462,6 +462,36 @@ def table2_wide(results: pd.DataFrame) -> pd.DataFrame:
     return seed.join(wide).join(clocks).reindex(order).reset_index()
 
 
+def _mpe_span(values: pd.Series) -> str:
+    """Our MPEs over some sets in a cell: one figure, or the range ('-2.31 to -1.82'), 3 significant figures."""
+    values = values.dropna()
+    if values.empty:
+        return "–"
+    low, high = values.min(), values.max()
+    return f"{low:.3g}" if f"{low:.3g}" == f"{high:.3g}" else f"{low:.3g} to {high:.3g}"
+
+
+def table2_view(results: pd.DataFrame) -> pd.DataFrame:
+    """Table 2 compact, the outcome first: per pair, on how many sets our MPE has the paper's sign (the second
+    kernel slower, as the paper found, where its MPE is negative), the paper's MPE, and ours over the GPU and over
+    the CPU sets (a range where several); `table2_wide` has every set's figures."""
+    long = table2(results)
+    kinds = _kinds(results)
+    rows = []
+    for pair in pairs():
+        mine = long[(long.pair == pair.name) & long["our MPE"].notna()]
+        seed = pair.seed_mpe
+        agree = int((np.sign(mine["our MPE"]) == np.sign(seed)).sum()) if seed == seed else 0
+        outcome = ("not in the paper" if seed != seed else "no set measured it" if mine.empty else
+                   f"on {agree} of {len(mine)} sets")
+        kind = mine.hardware_id.map(kinds)
+        rows.append({"pair": pair.name, "our MPE has the paper's sign": outcome,
+                     "paper MPE": f"{seed:.3g}" if seed == seed else "–",
+                     "ours, GPU sets": _mpe_span(mine["our MPE"][kind == "cuda"]),
+                     "ours, CPU sets (analogue)": _mpe_span(mine["our MPE"][kind == "cpu"])})
+    return pd.DataFrame(rows)
+
+
 RATIO_COLUMNS = ["hardware_id", "clock", "baseline", "ratio", "ratio_lo", "ratio_hi", "noise_lo", "noise_hi", "n",
                  "slower_in", "calls_min", "calls_max", "device_ratio", "device_n", "host_share", "wall_gap_s",
                  "inside_gap_s"]
@@ -798,15 +828,25 @@ def glue_texts(results: pd.DataFrame) -> dict[str, str]:
 # --- figures and the overhead breakdown -----------------------------------------------------------
 
 FIGURES = {
-    "all kernels (Fig. 1 / 3)": lambda k, p: k != "torch.raw_noinput" and (p == "fp32" or k == "keras.cudnn_auto"),
-    "PyTorch vs DeepBench (Fig. 2 / 4)": lambda k, p: k in ("torch.fused", LOOP, "torch.raw", "torch.raw_noinput"),
+    "all kernels (paper's Fig. 1 / 3)":
+        lambda k, p: k != "torch.raw_noinput" and (p == "fp32" or k == "keras.cudnn_auto"),
+    "PyTorch and baselines (paper's Fig. 2 / 4)":
+        lambda k, p: k in ("torch.fused", LOOP, "torch.raw", "torch.raw_noinput"),
 }
+
+
+def series_name(kernel: str, precision: str, label_text: str) -> str:
+    """A line of the paper's figures, the kernel first so that it takes the kernel's colour in every figure
+    (`plots.kernel_colour`): 'torch.fused fp32 (PyTorch)', 'torch.fused bf16 (PyTorch AMP)'."""
+    paper = label_text.removesuffix(f" ({kernel})").removesuffix(f" {precision}")
+    return f"{kernel} {precision} ({paper})"
 
 
 def paper_figure(results: pd.DataFrame, by: str) -> pd.DataFrame:
     """The paper's Figures 1-4: mean time per `by` value (batch or timesteps), averaged over the other
     axes like the paper, only over configurations every plotted kernel has, one panel per clock a set holds rows
-    of (the queued one, the paper's, first). Column `figure` names the figure and the clock."""
+    of (the queued one, the paper's, first). Column `figure` names the figure and the clock; `series` the line,
+    its kernel first (`series_name`), `amp` whether it is 16-bit; times in ms too (`median_ms`, `p25_ms`, `p75_ms`)."""
     ok = timed(results, clock=None)
     parts = []
     for hw in sorted(ok.hardware_id.unique()):
@@ -819,10 +859,27 @@ def paper_figure(results: pd.DataFrame, by: str) -> pd.DataFrame:
                 shapes = mine[SHAPE_COLUMNS].astype(str).apply(tuple, axis=1)
                 common = set.intersection(*(set(shapes[mine.label == name]) for name in mine.label.unique()))
                 mine = mine[shapes.isin(common)]
-                means = mine.groupby(["label", by])[["median_s", "p25_s", "p75_s"]].mean().reset_index()
-                parts.append(means.assign(hardware_id=hw, figure=f"{panel}, {clock}", status="ok"))
-    return pd.concat(parts, ignore_index=True) if parts else pd.DataFrame(
-        columns=["label", by, "median_s", "p25_s", "p75_s", "hardware_id", "figure", "status"])
+                means = (mine.groupby(["label", "kernel", "precision", by])[["median_s", "p25_s", "p75_s"]].mean()
+                         .reset_index())
+                parts.append(means.assign(hardware_id=hw, figure=f"{panel},\ntimed {clock}", status="ok"))
+    columns = ["label", "kernel", "precision", by, "median_s", "p25_s", "p75_s", "hardware_id", "figure", "status"]
+    out = pd.concat(parts, ignore_index=True) if parts else pd.DataFrame(columns=columns)
+    return out.assign(series=[series_name(k, p, t) for k, p, t in zip(out.kernel, out.precision, out.label)],
+                      amp=out.precision != "fp32", median_ms=out.median_s * 1e3, p25_ms=out.p25_s * 1e3,
+                      p75_ms=out.p75_s * 1e3)
+
+
+def slowdowns(results: pd.DataFrame) -> pd.DataFrame:
+    """PyTorch's slowdown over its baseline per hardware set (`ratio`: the geometric mean and 95% interval the
+    PyTorch part decides on, or, on a GPU set that awaits the loop baseline, the per-call context), for the page's
+    deciding figure: `set` names the set ('(context)' where it decides nothing), `panel` the baselines and clocks."""
+    table = ratio(results, "torch.fused", DEEPBENCH)
+    kinds = _kinds(results)
+    decides = [kinds.get(hw) == "cpu" or clock == QUEUED_CLOCK for hw, clock in zip(table.hardware_id, table.clock)]
+    read = ", ".join(sorted({f"{base} {clock}" for base, clock in zip(table.baseline, table.clock)}))
+    return table.astype({c: float for c in ("ratio", "ratio_lo", "ratio_hi")}).assign(
+        set=[hw if d else f"{hw} (context)" for hw, d in zip(table.hardware_id, decides)], decides=decides,
+        panel=f"torch.fused's time over {read} (fp32)")
 
 
 def ratio_pivot(results: pd.DataFrame, hardware_id: str, kernel: str = "torch.fused",
@@ -999,6 +1056,7 @@ CLAIM = Claim(
         "{cite:p}`deepbench`), and TensorFlow slower still."),
     bands=PYTORCH_PART,
     figure_words="time over the raw baseline, {}",
+    advice='**Framework overhead over a raw cuDNN loop** is what is left once the kernel is right.',
     number=NUMBER, name=NAME, statement=STATEMENT, seed_figure=SEED_FIGURE, rule=RULE,
     source=("paper (seed 003): Table 2 against a DeepBench cuDNN baseline, and its Figure 1 "
             "(Mode 1 vs Mode 2)"),

@@ -32,6 +32,7 @@ reader sees which rows are bound by latency rather than arithmetic.
 
 from __future__ import annotations
 
+import re
 from collections.abc import Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING
@@ -46,7 +47,7 @@ from lstmstudy.observe import what_ran
 from lstmstudy.parameters import check_bool, check_choices, check_positive_ints
 from lstmstudy.results import config_text
 from lstmstudy.rules import (PART_WORDS, SIGN_RULE, Outcome, Verdict, combine, few_timings, holds_below, holds_from,
-                             interval_label, low_precision, settle)
+                             interval_label, fewest_timings, settle)
 from lstmstudy.shapes import LSTMShape
 from lstmstudy.stats import interleaved, percentile_interval, row_replicates, row_round_medians, row_round_ratios
 
@@ -86,7 +87,7 @@ HEADLINE_PRECISION = {"cpu": "bf16", "cuda": "fp16"}
 KERAS_KERNEL = "keras.cudnn_auto"
 LOW_PRECISIONS = ("bf16", "fp16")
 #: the interleaved rounds each group of points is timed in (`timing.plan`): 8, not the usual 5, so that a step at
-#: the paper's sizes, which fills a round's burst with one call, gets 8 timings (a 95% interval: `low_precision`)
+#: the paper's sizes, which fills a round's burst with one call, gets 8 timings (a 95% interval: `fewest_timings`)
 #: rather than 5; the sampling time per point is unchanged (min_time spread over more rounds)
 ROUNDS = 8
 RULE = (f"speed-up = fp32 time / 16-bit time of nn.LSTM's AMP step ({AMP_KERNEL} on a GPU: fp32 weights and input "
@@ -274,7 +275,7 @@ def speedups(results: pd.DataFrame) -> pd.DataFrame:
     bootstrap 95% interval (`ratio_lo`, `ratio_hi`); `observed_kernel` is what ran at 16 bits,
     `fp32_kernel` what ran at fp32; `flops` the configuration's work, which orders shapes by size; `paper` whether it
     is at the paper's sizes (`at_paper_sizes`); `few_timings` the fewest timings of the two rows where that is too
-    few for a 95% interval (`rules.low_precision`), `round_ratios` the ratio in each of their paired rounds (what
+    few for a 95% interval (`rules.fewest_timings`), `round_ratios` the ratio in each of their paired rounds (what
     the rule for few timings counts; empty where they were not timed in the same rounds), and `apart` each row's
     round medians, fp32's first, where they were timed apart (what it counts then; empty where they were paired).
     """
@@ -298,7 +299,7 @@ def speedups(results: pd.DataFrame) -> pd.DataFrame:
                      "observed_kernel": what_ran(row["observed_kernel"], row["predicted_kernel"]),
                      "fp32_kernel": what_ran(ref["observed_kernel"], ref["predicted_kernel"]), "flops": _flops(row),
                      "paper": at_paper_sizes(int(row["hidden"]), int(row["timesteps"]), int(row["batch"])),
-                     "few_timings": low_precision(ref.get("round_sizes"), row.get("round_sizes")),
+                     "few_timings": fewest_timings(ref.get("round_sizes"), row.get("round_sizes")),
                      "round_ratios": row_round_ratios(ref, row),
                      "apart": ((), ()) if interleaved(ref, row) else (row_round_medians(ref), row_round_medians(row))})
     return pd.DataFrame(rows, columns=columns)
@@ -419,7 +420,7 @@ def verdicts(results: pd.DataFrame) -> list[Verdict]:
         few = [int(end.few_timings) for _, end in decided if pd.notna(end.few_timings)]
         figure = (None, None, None) if large is None else (large.ratio, large.ratio_lo, large.ratio_hi)
         out.append(Verdict(NAME, STATEMENT, hardware_id, SEED_FIGURE, figure[0], text, outcome, RULE, figure[1],
-                           figure[2], parts, low_precision=min(few) if few else None))
+                           figure[2], parts, fewest_timings=min(few) if few else None))
     return out
 
 
@@ -450,13 +451,55 @@ def observed_table(results: pd.DataFrame) -> pd.DataFrame:
     return table[order].fillna("not requested").reset_index().rename_axis(columns=None)
 
 
+def reason_words(error: object, precision: object = "") -> str:
+    """Why a configuration did not run, in plain words for a reader: the library's exception text (kept in the
+    stored rows and their CSV) is never shown. oneDNN's "could not create a primitive descriptor" means it has no LSTM
+    primitive of that type for this CPU; any other reason keeps its words, less a quoted exception."""
+    text = "" if error is None or error != error else str(error)
+    if "primitive descriptor" in text:
+        return (f"no {precision} LSTM kernel on this CPU: oneDNN has no {precision} LSTM primitive for it"
+                if precision else "no LSTM kernel of this type on this CPU: oneDNN has no primitive for it")
+    text = re.sub(r"\s*\(\w*(Error|Exception)\b.*\)\s*$", "", text)
+    text = re.sub(r"^\S+ at \w+( on \w+)?: ", "", text).strip()  # the kernel and type: the panel's title says them
+    return text or "it did not run (no reason recorded)"
+
+
+def attempted(results: pd.DataFrame) -> pd.DataFrame:
+    """The stored rows as the figures read them (`labelled`), each reason a row did not run in plain words
+    (`reason_words`) in `error`: a heatmap panel without data says why in words."""
+    rows = labelled(results)
+    if rows.empty:
+        return rows
+    plain = [reason_words(e, p) if s != "ok" else e for e, p, s in zip(rows.error, rows.precision, rows.status)]
+    return rows.assign(error=plain)
+
+
+def deciding(results: pd.DataFrame) -> tuple[pd.DataFrame, pd.DataFrame]:
+    """What the verdict reads, for the page's deciding figure: the speed-ups (`speedups`) and the attempted rows
+    (`attempted`) of each set's deciding kernel (`DECIDING_KERNEL`: the AMP step) at its 16-bit type
+    (`HEADLINE_PRECISION`), in the deciding phase; a set without a pair keeps its rows there, which say why it has
+    none."""
+    table, rows = speedups(results), attempted(results)
+    if rows.empty:
+        return table, rows
+
+    def mine(frame: pd.DataFrame) -> pd.Series:
+        kinds = frame.hardware_id.map(_kind)
+        return ((frame.kernel == kinds.map(DECIDING_KERNEL)) & (frame.phase == DECIDING_PHASE)
+                & (frame.precision == kinds.map(HEADLINE_PRECISION)))
+
+    return table[mine(table)], rows[mine(rows)]
+
+
 def skipped_table(results: pd.DataFrame) -> pd.DataFrame:
-    """Every configuration that did not run (`skipped` or `error`), with its reason."""
-    columns = ["hardware_id", "kernel", "precision", "phase", "hidden", "timesteps", "batch", "status", "reason"]
-    if results.empty:
+    """What did not run (`skipped` or `error`): one row per hardware set, kernel, precision, phase and reason (in
+    plain words: `reason_words`), with how many configurations."""
+    columns = ["hardware_id", "kernel", "precision", "phase", "status", "reason", "configurations"]
+    if results.empty or (results.status == "ok").all():
         return pd.DataFrame(columns=columns)
-    bad = labelled(results[results.status != "ok"]).rename(columns={"error": "reason"})
-    return bad[columns].sort_values(columns[:7]).reset_index(drop=True)
+    bad = labelled(results[results.status != "ok"])
+    bad = bad.assign(reason=[reason_words(e, p) for e, p in zip(bad.error, bad.precision)])
+    return (bad.groupby(columns[:-1], sort=True).size().rename("configurations").reset_index()[columns])
 
 
 def single_shapes(results: pd.DataFrame, kernel: str = KERAS_KERNEL) -> pd.DataFrame:
@@ -610,6 +653,7 @@ CLAIM = Claim(
         "Mixed precision helps an LSTM only at large hidden sizes and long sequences, and hurts at small "
         "ones."),
     figure_words="16-bit (GPU fp16, CPU bf16) speed-up {}",
+    advice='**Expect mixed precision to pay only for large layers and long sequences.**',
     number=NUMBER, name=NAME, statement=STATEMENT, seed_figure=SEED_FIGURE, rule=RULE,
     source="paper (seed 003)",
     citations=("mahorker-lstm-kernels",),
