@@ -154,7 +154,9 @@ def ratio_bars(ratios: pd.DataFrame, x: str, *, hue: str | None = None, col: str
     rows = -(-len(panels) // columns)
     categories = {name: [c for c in (order if order is not None else sorted(ratios[x].unique()))
                          if c in set(ratios.loc[ratios[col] == name, x])] for name in panels}
-    tallest = max(len(c) for c in categories.values()) * len(hues) * height + 0.9
+    lines = max(textwrap.fill(str(n), 24).count("\n") + 1 for c in categories.values() for n in c)
+    per_bar = max(height, 0.24 * lines / len(hues))  # a wrapped label needs its lines' height beside its bars
+    tallest = max(len(c) for c in categories.values()) * len(hues) * per_bar + 0.9
     fig, axes = plt.subplots(rows, columns, figsize=(10, tallest * rows + 0.6), squeeze=False)
     kernels_on = "x" if x in KERNEL_COLUMNS else "hue" if hue in KERNEL_COLUMNS else None
     step = 0.8 / len(hues)
