@@ -172,16 +172,19 @@ def execute(source: Path, target: Path, parameters: dict, *, measuring: bool, pr
     from lstmstudy.houses import KERNEL_ARGUMENTS
     from lstmstudy.terminal import bar_options, native_stderr_to
 
+    log = logs_folder(results.default_root()) / f"{source.stem}.log"
     try:
         # the notebook kernels' native stderr (TensorFlow's C++ start-up logs) goes to a log, not the terminal
-        with native_stderr_to(logs_folder(results.default_root()) / f"{source.stem}.log"):
+        with native_stderr_to(log):
             papermill.execute_notebook(str(source), str(target), kernel_name="python3", cwd=str(study_root()),
                                        progress_bar=progress and bar_options(), parameters=parameters,
                                        extra_arguments=[] if measuring else KERNEL_ARGUMENTS)
     except papermill.PapermillExecutionError as exc:
         raise StudyError(f"{source.name} failed in cell {exc.exec_count}: {exc.ename}: {exc.evalue} "
                          f"(the executed copy with the traceback is {target})") from None
-    _tidy(target, logs_folder(results.default_root()) / f"{source.stem}.log")
+    finally:  # what a failed page measured before it failed reaches the terminal and the log all the same
+        if target.exists():
+            _tidy(target, log)
 
 
 #: cells a reader does not need in view: the parameters, and the ones papermill injects

@@ -213,13 +213,13 @@ def answer(ledger: pd.DataFrame, claims: Sequence[Claim] | None = None) -> str:
             why = "; ".join(dict.fromkeys(why_not_measured(t) for t in mine["our figure"])) or "no GPU set stored"
             waiting.append(f"{claim.advice.rstrip('.')} ({link}: {why})")
             continue
-        on = "; ".join(f"on `{r['hardware']}`, {r['headline']}; the source's claim: *{_phrase(r['verdict'])}*"
-                       for _, r in decided.iterrows())
+        on = "; ".join(f"on `{short_set(r['hardware'])}`, {r['headline']}; the source's claim: "
+                       f"*{_phrase(r['verdict'])}*" for _, r in decided.iterrows())
         said.append(f"- {claim.advice} Measured ({link}) {on}.")
     if waiting:
         said.append("- Not yet decided on a GPU here: " + "; ".join(waiting) + ".")
-    return ("**If your LSTM got slower on a GPU, check these, in this order.** Each figure below was measured here, on "
-            "the GPU named, with a 95% interval unless it says otherwise:\n\n" + "\n".join(said))
+    return ("**If your LSTM got slower on a GPU, ask these questions.** Each answer below was measured here, on the GPU "
+            "named, and says which interval it carries:\n\n" + "\n".join(said))
 
 
 def _phrase(outcome: str) -> str:
@@ -238,9 +238,10 @@ def chart_data(ledger: pd.DataFrame, claims: Sequence[Claim] | None = None
     labels, bands, empty = {}, {}, {}
     for claim in claims if claims is not None else registry(judged_only=True):
         mine = marked[marked["claim"] == claim.number]
-        name = claim.figure_words.format("").strip(" ,=")
-        parts = mine["parts"].map(bool).any()
-        labels[claim.number] = f"{int(claim.number)}: {name}" + (" (per part)" if parts else "")
+        name = claim.figure_words.format("").strip(" ,=") or claim.name.replace("_", " ")
+        if mine["parts"].map(bool).any():
+            name = f"{claim.part_words} (per part)" if claim.part_words else f"{name} (per part)"
+        labels[claim.number] = f"{int(claim.number)}: {name}"
         if claim.bands:
             bands[claim.number] = claim.bands.span(
                 Outcome.HOLDS if Outcome.HOLDS in claim.bands.outcomes else Outcome.REPRODUCED)
@@ -258,7 +259,6 @@ def chart_caption(labels: dict[str, str], bands: dict[str, tuple[float, float]],
     """The landing figure's caption, true of every mark it draws: which rows are shaded, which mark parts, which
     have no mark and why."""
     parted = sorted({n for n, p in zip(rows["claim"], rows["parts"]) if p})
-    hypotheses = [n for n in bands if n in labels and "holds" in labels[n]]
     text = ("Each claim's figure on one log scale, a row per claim: a filled circle for each GPU set measured here, an "
             "open square for each CPU set (a CPU analogue, never a reproduction), a grey triangle for each GPU others "
             "published on; a whisker is the interval the verdict decided on (a 95% interval, or for a row of "

@@ -19,8 +19,8 @@ from lstmstudy.errors import ParameterError
 from lstmstudy.parameters import check_bool, check_positive_number
 from lstmstudy.results import default_root as results_default_root
 from lstmstudy.results import fingerprints
-from lstmstudy.rules import (CPU_ANALOGUE, GPU, PUBLISHED_PREFIX, Outcome, Verdict, one_burst_sets,
-                             why_not_measured)
+from lstmstudy.rules import (CPU_ANALOGUE, GPU, PUBLISHED_PREFIX, SIGN_RULE_ALPHA, Outcome, Verdict,
+                             one_burst_sets, why_not_measured)
 
 
 def check_common(*, device: object, measure: object, quick: object, min_time: object,
@@ -141,10 +141,20 @@ def gpu_note(results: pd.DataFrame, claim: str, what: str = "The GPU side of thi
 
 def verdict_table(verdicts: Sequence[Verdict]) -> pd.DataFrame:
     """The verdicts as the page shows them, the deciding columns first: the outcome, what it tests (`GPU`, `CPU
-    analogue`, or `not measured`), our figure and every interval the rule decided on. The seed's figure, the claim
+    analogue`, or `not measured`), every interval the rule decided on (a 95% interval unless it says otherwise) and
+    our figure. The seed's figure, the claim
     and the rule are in the page's box, once."""
     return pd.DataFrame([{"hardware": v.hardware_id, "verdict": v.outcome.value, "evidence": v.evidence_label,
-                          "95% interval": v.interval_text, "ours": v.ours_text} for v in verdicts])
+                          "interval": _interval_cell(v), "ours": v.ours_text} for v in verdicts])
+
+
+def _interval_cell(verdict: Verdict) -> str:
+    """A verdict's intervals in a table cell: named where they are no 95% interval, a dash where there is none."""
+    if verdict.interval_text == "none":
+        return "–"
+    if verdict.interval_name == "95% interval":
+        return verdict.interval_text
+    return f"{verdict.interval_name}: {verdict.interval_text}"
 
 
 def verdict_glue(prefix: str, verdicts: Sequence[Verdict]) -> dict[str, str]:
@@ -227,14 +237,15 @@ def how_sure(verdict: Verdict) -> str:
     if verdict.fewest_timings:
         decided = verdict.outcome not in (Outcome.INCONCLUSIVE,)
         return (f"It rests on a row of {verdict.fewest_timings} timings, too few for a 95% interval: "
-                + ("its rounds all agree, which decides it by the rule for few timings (chance <= 5%)."
+                + (f"its rounds all agree, which decides it by the rule for few timings (chance <= "
+                   f"{SIGN_RULE_ALPHA:.0%})."
                    if decided else "too few, or too scattered, to decide."))
     if verdict.outcome == Outcome.INCONCLUSIVE:
         return "The interval straddles a threshold of the rule: a second run could land on either side."
     if verdict.low is None and not verdict.parts:
         return "A point figure without an interval: read it as one run's."
-    return ("Each 95% interval lies wholly in one region of the rule: a second run lands inside it 95% of the time."
-            if verdict.parts else
+    return ("Each interval lies wholly in one region of the rule: a second run lands inside a 95% interval 95% of "
+            "the time." if verdict.parts else
             "The whole 95% interval lies in one region of the rule: a second run lands inside it 95% of the time.")
 
 

@@ -52,13 +52,6 @@ def hardware_label(hardware_id: str) -> str:
     return f"{hardware_id} (CPU only)" if hardware_id.startswith("cpu-") else hardware_id
 
 
-def _hardware_title(grid: sns.FacetGrid, prefix: str = "") -> None:
-    """Titles of a grid faceted by hardware set (`col`), each set named by `hardware_label`."""
-    for ax, name in zip(grid.axes.flat, grid.col_names or [None] * len(grid.axes.flat)):
-        if name is not None:
-            ax.set_title(prefix + hardware_label(str(name)))
-
-
 def _facet_value(name: str, value: object) -> str:
     """A facet's value as its title says it: a word stands alone ('train'), a number is named ('hidden 64')."""
     return str(value) if isinstance(value, str) else f"{name} {value:g}" if isinstance(value, float) else \

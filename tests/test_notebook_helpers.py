@@ -25,12 +25,15 @@ def test_the_glued_prose_names_every_set_and_no_outcome_where_nothing_was_measur
     assert glued["c01_cuda"] == "Not measured on a GPU: no GPU result set is stored yet."
     table = notebook.verdict_table(found)
     assert table.evidence.tolist() == ["CPU analogue", "CPU analogue", "not measured"]
-    assert table["95% interval"].tolist() == ["none (point rule)", "none (point rule)", "none"]
+    assert table["interval"].tolist() == ["none (point rule)", "none (point rule)", "–"]
+    few = Verdict(claim.NAME, claim.STATEMENT, "cuda-a", claim.SEED_FIGURE, 0.96, "0.96x", Outcome.NOT_REPRODUCED,
+                  claim.RULE, low=0.89, high=1.03, fewest_timings=5)
+    assert notebook.verdict_table([few])["interval"][0].startswith("rough range from few timings, not a 95% interval")
 
 
 def test_every_interval_that_decided_is_in_the_table():
     two = verdict("cuda-a", Outcome.INCONCLUSIVE, low=1.7, high=1.9, parts=(("PyTorch", 1.7, 1.9), ("TF", 1.8, 2.3)))
-    assert notebook.verdict_table([two])["95% interval"][0] == "PyTorch 1.7-1.9; TF 1.8-2.3"
+    assert notebook.verdict_table([two])["interval"][0] == "PyTorch 1.7-1.9; TF 1.8-2.3"
 
 
 def _store(root, hardware_id: str, dirty: bool | None, commit: str = "abc123", calibration_s: float | None = None

@@ -137,8 +137,13 @@ class Claim:
     analogue: str = ""
     #: what a verdict's figure is, around its `Verdict.brief` ('{}'), for the landing table: 'slowdown {}'
     figure_words: str = "{}"
-    #: the unit after the verdict's figure ('x' for a ratio, '' for a batch size or a dimensionless S)
+    #: the unit after the verdict's figure ('x' for a ratio, '' for a batch size or a dimensionless S), and after each
+    #: part's interval where a rule decides on parts of another kind (claim 2's GPU/CPU time ratios); None: `unit`
     unit: str = "x"
+    part_unit: str | None = None
+    #: what each part's figure is, where a rule decides on parts of another kind than its figure ('GPU time over CPU
+    #: time'): the landing figure's row says it; '' where the parts are the figure's own
+    part_words: str = ""
     #: what the verdict's figure is, in a sentence a reader needs before reading it (claim 6's S); '' where the
     #: figure's words say it
     figure_meaning: str = ""
@@ -160,10 +165,13 @@ class Claim:
                 figure += f" ({verdict.interval_name}: {verdict.low:.3g}-{verdict.high:.3g}{self.unit})"
         if verdict.parts and (parts or not figure):
             name = self.figure_words.format("").strip(" ,=")
-            kind = "rough ranges from few timings, not 95% intervals" if verdict.fewest_timings else "95% intervals"
             names = [part[0] for part in verdict.parts]
+            kind = ("rough ranges from few timings, not 95% intervals" if verdict.fewest_timings else
+                    "intervals: 95% unless a part says it rests on few timings" if any("timings" in n for n in names)
+                    else "95% intervals")
             common = _common_note(names)
-            listed = "; ".join(f"{n.removesuffix(common)} {low:.3g}-{high:.3g}{self.unit}"
+            unit = self.unit if self.part_unit is None else self.part_unit
+            listed = "; ".join(f"{n.removesuffix(common)} {low:.3g}-{high:.3g}{unit}"
                                for n, (_, low, high) in zip(names, verdict.parts))
             kind += f", all {common.strip(' ()')}" if common else ""
             figure = f"{figure}; the parts ({kind}): {listed}" if figure else f"{name} per part ({kind}): {listed}"

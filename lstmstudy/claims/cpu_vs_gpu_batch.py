@@ -620,8 +620,8 @@ CLAIM = Claim(
     says=(
         "At small batch sizes a CPU trains an LSTM faster than a GPU; the GPU wins only as the batch "
         "grows."),
-    figure_words="GPU ahead from batch {}", unit="",
-    advice="**At small batch sizes, time the CPU too.** A GPU's lead over a CPU grows with the batch.",
+    figure_words="GPU ahead from batch {}", unit="", part_unit="x", part_words="GPU time over CPU time",
+    advice="**Is your batch small?** Time the CPU too: where the GPU pulls ahead depends on the batch.",
     number=NUMBER, name=NAME, statement=STATEMENT, seed_figure=SEED_FIGURE, rule=RULE,
     source="blog post (seed 000), citing Woolf's benchmark; Q&A (seed 001)",
     citations=("blogpost-lstm-gpu", "woolf-cloud-cpus", "so-cudnnlstm"),

@@ -47,6 +47,8 @@ from lstmstudy.stats import (
 )
 
 if TYPE_CHECKING:  # measuring imports torch; the analysis below runs without it
+    import matplotlib.pyplot as plt
+
     from lstmstudy.sweep import SweepReport
 
 NAME = "cudnn_fallback"
@@ -592,25 +594,30 @@ def blog_sentence(results: pd.DataFrame) -> str:
     return sentence + "."
 
 
-def blog_figure(results: pd.DataFrame):
+def blog_figure(results: pd.DataFrame) -> plt.Figure | None:
     """The blog model's median step time per hardware set (a bar per phase and activation, the interquartile range as
     whiskers, log scale), each set named as a GPU or as CPU only with its Keras backend; None where it was not timed.
     One panel, sized to be read at a page's width."""
     import matplotlib.pyplot as plt
     from matplotlib.ticker import FixedLocator, FormatStrFormatter, NullFormatter
 
+    from lstmstudy.plots import kernel_colour
+
     steps = blog_steps(results)
     if steps.empty:
         return None
     sets = list(dict.fromkeys(steps.hardware_id))
     series = [(phase, activation) for phase in ("train", "inference") for activation in ("LeakyReLU", "tanh")]
-    colours = dict(zip(series, plt.get_cmap("tab20").colors[:4]))
+    # the book's kernel colours: LeakyReLU is the blog model's own kernel, tanh keeps cuDNN's; inference is hatched
+    colours = {activation: kernel_colour(kernel) for activation, kernel in (("LeakyReLU", BLOG_KERNEL),
+                                                                            ("tanh", "keras.cudnn_auto"))}
     fig, ax = plt.subplots(figsize=(8, 1.2 + 0.8 * len(sets)))
     height = 0.8 / len(series)
     for i, key in enumerate(series):
         part = steps[(steps.phase == key[0]) & (steps.activation == key[1])].set_index("hardware_id").reindex(sets)
         y = [s + (i - (len(series) - 1) / 2) * height for s in range(len(sets))]
-        ax.barh(y, part.ms, height=height, color=colours[key], label=f"{key[0]}, {key[1]}")
+        ax.barh(y, part.ms, height=height, color=colours[key[1]], hatch="//" if key[0] == "inference" else "",
+                edgecolor="white", label=f"{key[0]}, {key[1]}")
         ax.errorbar(part.ms, y, xerr=[part.ms - part.p25_ms, part.p75_ms - part.ms], fmt="none", color="black",
                     capsize=2, linewidth=0.8)
     first = steps.drop_duplicates("hardware_id").set_index("hardware_id")
@@ -670,7 +677,10 @@ CLAIM = Claim(
         "not list."),
     bands=BANDS,
     figure_words="slowdown {}",
-    advice="**Keep cuDNN's fused kernel.** A ReLU activation, recurrent dropout, `unroll` or a mask silently send a Keras LSTM to a generic kernel; `lstmstudy explain model.keras` says which, without a GPU.",
+    advice=("**Does your LSTM keep cuDNN's fused kernel?** A ReLU activation, recurrent dropout, `unroll` or a mask "
+            "silently send a Keras LSTM to a generic kernel; `lstmstudy explain model.keras` says which, without a GPU. "
+            "What the generic kernel costs depends on the Keras backend (on torch, measured here, a Python loop; on "
+            "TensorFlow, a graph loop)."),
     number=NUMBER, name=NAME, statement=STATEMENT, seed_figure=SEED_FIGURE, rule=RULE,
     source="blog post (seed 000), quoting Chollet; Q&A (seed 001)",
     citations=("blogpost-lstm-gpu", "chollet-dlwp2", "so-cudnnlstm"),

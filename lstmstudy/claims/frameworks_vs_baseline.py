@@ -1056,7 +1056,7 @@ CLAIM = Claim(
         "{cite:p}`deepbench`), and TensorFlow slower still."),
     bands=PYTORCH_PART,
     figure_words="time over the raw baseline, {}",
-    advice='**Framework overhead over a raw cuDNN loop** is what is left once the kernel is right.',
+    advice="**Once the kernel is right, how much does the framework add** over cuDNN called directly?",
     number=NUMBER, name=NAME, statement=STATEMENT, seed_figure=SEED_FIGURE, rule=RULE,
     source=("paper (seed 003): Table 2 against a DeepBench cuDNN baseline, and its Figure 1 "
             "(Mode 1 vs Mode 2)"),

@@ -653,7 +653,7 @@ CLAIM = Claim(
         "Mixed precision helps an LSTM only at large hidden sizes and long sequences, and hurts at small "
         "ones."),
     figure_words="16-bit (GPU fp16, CPU bf16) speed-up {}",
-    advice='**Expect mixed precision to pay only for large layers and long sequences.**',
+    advice="**Does mixed precision pay at your sizes?** The paper found it only for large layers and long sequences.",
     number=NUMBER, name=NAME, statement=STATEMENT, seed_figure=SEED_FIGURE, rule=RULE,
     source="paper (seed 003)",
     citations=("mahorker-lstm-kernels",),
