@@ -3,7 +3,6 @@ their confidence intervals, one facet per hardware set, units on every axis."""
 
 from __future__ import annotations
 
-import re
 import textwrap
 from collections.abc import Mapping, Sequence
 
@@ -13,6 +12,7 @@ import pandas as pd
 import seaborn as sns
 from matplotlib.ticker import FixedLocator, FormatStrFormatter, FuncFormatter, MaxNLocator, NullFormatter
 
+from lstmstudy.results import without_exception
 from lstmstudy.stats import NOISY_WORDS
 
 NOISY_LABEL = f"noisy ({NOISY_WORDS})"
@@ -306,7 +306,7 @@ def _speedup_panel(ax: plt.Axes, here: pd.DataFrame, reasons: Sequence[str], tit
     words (`reasons`: the rows' own plain words; an exception's quoted text is cut off, never drawn)."""
     if here.empty:
         reason = next((str(r) for r in reasons if str(r).strip()), "no fp32 row to pair it with")
-        reason = re.sub(r"\s*\(\w*(Error|Exception)\b.*\)\s*$", "", reason)
+        reason = without_exception(reason)
         ax.text(0.5, 0.5, "not measured:\n" + _wrap(reason, 36), ha="center", va="center", fontsize=10,
                 transform=ax.transAxes)
         ax.set(title=title, xticks=[], yticks=[])

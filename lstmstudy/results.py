@@ -21,6 +21,7 @@ import hashlib
 import io
 import json
 import os
+import re
 import uuid
 from collections.abc import Collection, Iterable, Iterator, Mapping
 from contextlib import contextmanager, suppress
@@ -69,6 +70,16 @@ def default_root() -> Path:
     if env := os.environ.get("LSTMSTUDY_RESULTS"):
         return Path(env)
     return study_root() / "results"
+
+
+#: an exception quoted at the end of a row's reason ('... (RuntimeError: could not create ...)'): the stored row keeps it
+QUOTED_EXCEPTION = re.compile(r"\s*\(\w*(Error|Exception)\b.*\)\s*$")
+
+
+def without_exception(reason: str) -> str:
+    """A row's reason for not running as a page shows it: its words, less the exception it quotes (kept in the
+    stored row and its CSV, never shown to a reader)."""
+    return QUOTED_EXCEPTION.sub("", reason)
 
 
 def set_path(claim: str, hardware_id: str, root: Path | None = None) -> Path:

@@ -55,7 +55,7 @@ WIDTHS = (1280, 400)
 CLAIM_PAGE_WORDS = 1500
 #: what no rendered text may hold: a Python repr, a traceback or an exception's name, a missing value printed raw,
 #: a float printed to its repr's ten digits or more (a source's own figures, quoted verbatim, run to eight: claim 4's MPE)
-RAW = re.compile(r"frozenset\(|\bOutcome\.[A-Z_]+|<NA>|\bNaN\b|\bnan\b|Traceback \(most recent|RuntimeError|"
+RAW = re.compile(r"frozenset\(|\bOutcome\.[A-Z_]+|<NA>|\bNaN\b|\bnan\b|Traceback \(most recent|\b\w*(Error|Exception): |"
                  r"<IPython\.|object at 0x|\d\.\d{10,}")
 #: run in a page by the server (`?probe`): what a reader sees, as JSON in a <pre id="probe"> the test reads back
 PROBE = """<script>window.addEventListener("load", function () {

@@ -390,14 +390,16 @@ def test_the_sweeps_lines_go_to_the_terminal_and_the_log_not_into_the_page(tmp_p
 
     nb = nbformat.v4.new_notebook()
     measuring = nbformat.v4.new_code_cell("if measure: ...", metadata={"tags": [cli.MEASURE_TAG]})
-    measuring.outputs = [nbformat.v4.new_output("stream", name="stdout", text="measured torch.fused B=1 -> x.csv\n")]
+    failed = nbformat.v4.new_output("error", ename="StudyError", evalue="no GPU", traceback=[])
+    measuring.outputs = [nbformat.v4.new_output("stream", name="stdout", text="measured torch.fused B=1 -> x.csv\n"),
+                         failed]
     table = nbformat.v4.new_code_cell("data", outputs=[nbformat.v4.new_output("stream", name="stdout", text="kept\n")])
     nb.cells = [measuring, table]
     page, log = tmp_path / "page.ipynb", tmp_path / "logs" / "page.log"
     nbformat.write(nb, page)
     cli._tidy(page, log)
     cells = nbformat.read(page, as_version=4).cells
-    assert cells[0].outputs == [] and cells[1].outputs[0]["text"] == "kept\n"
+    assert cells[0].outputs == [failed] and cells[1].outputs[0]["text"] == "kept\n"  # a failure stays in view
     assert capsys.readouterr().out == "measured torch.fused B=1 -> x.csv\n"
     assert log.read_text() == "measured torch.fused B=1 -> x.csv\n"
 

@@ -131,3 +131,30 @@ def test_a_table_without_rows_is_a_sentence_and_a_missing_value_is_words():
     table = notebook.shown(pd.DataFrame({"paper MPE": [float("nan"), -0.5], "ours": [1.5, float("nan")]}), "none",
                            {"paper MPE": "not in the paper"})
     assert table.to_dict("list") == {"paper MPE": ["not in the paper", -0.5], "ours": [1.5, "not measured"]}
+
+
+def test_a_headline_of_parts_names_its_intervals_truly_and_says_a_shared_note_once():
+    from dataclasses import replace
+
+    parts = (("ReLU (Keras 3.15 on its torch backend)", 5.2, 8.1), ("blog model (Keras 3.15 on its torch backend)", 3.1,
+                                                                     4.3))
+    case = Verdict(claim.NAME, claim.STATEMENT, "cuda-a", claim.SEED_FIGURE, None, "", Outcome.REPRODUCED, claim.RULE,
+                   parts=parts)
+    assert claim.CLAIM.headline(case) == ("slowdown per part (95% intervals, all Keras 3.15 on its torch backend): "
+                                          "ReLU 5.2-8.1x; blog model 3.1-4.3x")
+    spread = replace(case, parts=(("at batch 1", 1.1, 1.3), ("at batch 4096 (5 timings: a spread)", 0.01, 0.02)))
+    assert "(intervals: 95% unless a part says it rests on few timings)" in claim.CLAIM.headline(spread)
+    few = replace(case, fewest_timings=5)
+    assert "(rough ranges from few timings, not 95% intervals" in claim.CLAIM.headline(few)
+    batch = replace(claim.CLAIM, figure_words="GPU ahead from batch {}", unit="", part_unit="x")
+    crossing = replace(spread, ours=8.0)
+    assert batch.headline(crossing, parts=False) == "GPU ahead from batch 8"
+    assert batch.headline(crossing).endswith("at batch 1 1.1-1.3x; at batch 4096 (5 timings: a spread) 0.01-0.02x")
+
+
+def test_the_raw_data_are_download_links_to_each_sets_rows_and_fingerprints():
+    listed = notebook.downloads("bucketing")
+    line = next(line for line in listed.splitlines() if "cuda-h100" in line)
+    assert "{download}`rows, every raw sample (CSV) <../../results/bucketing/cuda-h100-80gb-hbm3-2a1d35.csv>`" in line
+    assert "{download}`fingerprints (JSON) <../../results/bucketing/cuda-h100-80gb-hbm3-2a1d35.json>`" in line
+    assert notebook.downloads("no_such_claim") == "No result set is stored for this claim."

@@ -45,7 +45,7 @@ from lstmstudy.claims import Claim, Lease
 from lstmstudy.frameworks import rows_words
 from lstmstudy.observe import what_ran
 from lstmstudy.parameters import check_bool, check_choices, check_positive_ints
-from lstmstudy.results import config_text
+from lstmstudy.results import config_text, without_exception
 from lstmstudy.rules import (PART_WORDS, SIGN_RULE, Outcome, Verdict, combine, few_timings, holds_below, holds_from,
                              interval_label, fewest_timings, settle)
 from lstmstudy.shapes import LSTMShape
@@ -459,7 +459,7 @@ def reason_words(error: object, precision: object = "") -> str:
     if "primitive descriptor" in text:
         return (f"no {precision} LSTM kernel on this CPU: oneDNN has no {precision} LSTM primitive for it"
                 if precision else "no LSTM kernel of this type on this CPU: oneDNN has no primitive for it")
-    text = re.sub(r"\s*\(\w*(Error|Exception)\b.*\)\s*$", "", text)
+    text = without_exception(text)
     text = re.sub(r"^\S+ at \w+( on \w+)?: ", "", text).strip()  # the kernel and type: the panel's title says them
     return text or "it did not run (no reason recorded)"
 
