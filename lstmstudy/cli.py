@@ -209,10 +209,11 @@ def _tidy(page: Path, log: Path) -> None:
             cell.outputs = [o for o in cell.outputs if o.get("output_type") == "error"]
     nbformat.write(nb, page)
     if text := "".join(lines):
-        print(text, end="" if text.endswith("\n") else "\n")
+        text += "" if text.endswith("\n") else "\n"
+        print(text, end="")
         log.parent.mkdir(parents=True, exist_ok=True)
         with log.open("a") as out:
-            out.write(text if text.endswith("\n") else text + "\n")
+            out.write(text)
 
 
 def cmd_reproduce(args: argparse.Namespace) -> int:

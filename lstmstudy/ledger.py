@@ -17,7 +17,7 @@ import pandas as pd
 
 from lstmstudy import published, published_rules, results, rule_history
 from lstmstudy.claims import Claim, registry
-from lstmstudy.rules import (CPU_ANALOGUE, GPU, PUBLISHED, PUBLISHED_PREFIX, Outcome, one_burst_sets,
+from lstmstudy.rules import (CPU_ANALOGUE, GPU, PUBLISHED, PUBLISHED_PREFIX, Outcome, one_burst_sets, span,
                              why_not_measured)
 from lstmstudy.stats import NOISY_WORDS
 from lstmstudy.toc import claim_pages
@@ -142,13 +142,12 @@ def _set_cell(rows: pd.DataFrame, *, bold: bool) -> str:
         parts = [f"<code>{escape(short_set(r.hardware))}</code>: <strong>{escape(r.verdict)}</strong>"
                  + (f", {escape(r.headline or r.brief)}" if r.headline or r.brief else "")
                  for r in measured.itertuples()]
-    else:  # CPU sets are many: counted per outcome, with the range of their figures
-        parts = [f"{escape(outcome)} on {_sets(len(group))}{_figure_range(group['ours'])}"
-                 for outcome, group in measured.groupby("verdict", sort=False)]
-    if bold:
         parts += [f"<code>{escape(short_set(r['hardware']))}</code>: {escape(why_not_measured(r['our figure']))}"
                   for r in rows[rows["verdict"] == Outcome.NOT_MEASURED.value].to_dict("records")]
         rows = rows[rows["verdict"] != Outcome.NOT_MEASURED.value]
+    else:  # CPU sets are many: counted per outcome, with the range of their figures
+        parts = [f"{escape(outcome)} on {_sets(len(group))}" + (f" ({r})" if (r := span(group["ours"])) else "")
+                 for outcome, group in measured.groupby("verdict", sort=False)]
     for outcome, words in ((Outcome.NOT_ASSESSED.value, "no verdict (noise not assessed)"),
                            (Outcome.NOT_MEASURED.value, "not measurable")):
         n = int((rows["verdict"] == outcome).sum())
@@ -159,14 +158,6 @@ def _set_cell(rows: pd.DataFrame, *, bold: bool) -> str:
 
 def _sets(n: int) -> str:
     return f"{n} set{'s' if n > 1 else ''}"
-
-
-def _figure_range(figures: pd.Series) -> str:
-    """' (1.5-1.86)': the range of some sets' figures, ' (1.5)' for one, '' where none has a figure."""
-    found = sorted(float(f) for f in figures if f is not None and not pd.isna(f))
-    if not found:
-        return ""
-    return f" ({found[0]:.3g})" if found[0] == found[-1] else f" ({found[0]:.3g}-{found[-1]:.3g})"
 
 
 def _own_statements(ledger: pd.DataFrame) -> pd.DataFrame:
@@ -210,16 +201,20 @@ def answer(ledger: pd.DataFrame, claims: Sequence[Claim] | None = None) -> str:
         decided = mine[~mine["verdict"].isin(_NO_VERDICT) & mine["headline"].astype(bool)]
         link = _page_ref(claim.number, mine["page"].iloc[0] if len(mine) else "", f"claim {int(claim.number)}")
         if decided.empty:
-            why = "; ".join(dict.fromkeys(why_not_measured(t) for t in mine["our figure"])) or "no GPU set stored"
-            waiting.append(f"{claim.advice.rstrip('.')} ({link}: {why})")
+            waiting.append(f"{claim.advice.rstrip('.')} ({link}: {_gpu_why(mine)})")
             continue
         on = "; ".join(f"on `{short_set(r['hardware'])}`, {r['headline']}; the source's claim: "
                        f"*{_phrase(r['verdict'])}*" for _, r in decided.iterrows())
         said.append(f"- {claim.advice} Measured ({link}) {on}.")
     if waiting:
         said.append("- Not yet decided on a GPU here: " + "; ".join(waiting) + ".")
-    return ("**If your LSTM got slower on a GPU, ask these questions.** Each answer below was measured here, on the GPU "
-            "named, and says which interval it carries:\n\n" + "\n".join(said))
+    return ("**If your LSTM got slower on a GPU, ask these questions.** Each answer below was measured here, on the "
+            "GPU named, and says which interval it carries:\n\n" + "\n".join(said))
+
+
+def _gpu_why(gpu: pd.DataFrame) -> str:
+    """Why a claim's GPU rows (`gpu`) carry no figure, each reason once (`why_not_measured`)."""
+    return "; ".join(dict.fromkeys(why_not_measured(t) for t in gpu["our figure"])) or "no GPU set stored"
 
 
 def _phrase(outcome: str) -> str:
@@ -246,11 +241,10 @@ def chart_data(ledger: pd.DataFrame, claims: Sequence[Claim] | None = None
             bands[claim.number] = claim.bands.span(
                 Outcome.HOLDS if Outcome.HOLDS in claim.bands.outcomes else Outcome.REPRODUCED)
         gpu = rows[(rows["claim"] == claim.number) & rows["hardware"].str.startswith("cuda-")]
-        why = "; ".join(dict.fromkeys(why_not_measured(t) for t in gpu["our figure"])) or "no GPU set stored"
         if mine.empty:
-            empty[claim.number] = why
+            empty[claim.number] = _gpu_why(gpu)
         elif not (mine["evidence"] == GPU).any():
-            labels[claim.number] += f"\n(GPU: {why})"
+            labels[claim.number] += f"\n(GPU: {_gpu_why(gpu)})"
     return marked[marked["claim"].isin(labels)], labels, bands, empty
 
 

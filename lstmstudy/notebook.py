@@ -235,11 +235,10 @@ def how_sure(verdict: Verdict) -> str:
     if verdict.outcome == Outcome.NOT_ASSESSED:
         return "Each row was timed in one burst, so its interval holds no run-to-run drift: no verdict."
     if verdict.fewest_timings:
-        decided = verdict.outcome not in (Outcome.INCONCLUSIVE,)
         return (f"It rests on a row of {verdict.fewest_timings} timings, too few for a 95% interval: "
-                + (f"its rounds all agree, which decides it by the rule for few timings (chance <= "
-                   f"{SIGN_RULE_ALPHA:.0%})."
-                   if decided else "too few, or too scattered, to decide."))
+                + ("too few, or too scattered, to decide." if verdict.outcome == Outcome.INCONCLUSIVE else
+                   f"its rounds all agree, which decides it by the rule for few timings (chance <= "
+                   f"{SIGN_RULE_ALPHA:.0%})."))
     if verdict.outcome == Outcome.INCONCLUSIVE:
         return "The interval straddles a threshold of the rule: a second run could land on either side."
     if verdict.low is None and not verdict.parts:
@@ -286,21 +285,18 @@ def downloads(claim: str, root: Path | None = None) -> str:
     fingerprints (JSON). A results folder outside the book's tree cannot be served by it: its path is named instead."""
     from lstmstudy.paths import study_root
 
-    page_dir = study_root() / "book" / "claims"
+    study = study_root().resolve()
+    page_dir = study / "book" / "claims"
     folder = Path(root or results_default_root()) / claim
     lines = []
     for csv in sorted(folder.glob("*.csv")):
-        files = [csv, csv.with_suffix(".json")]
         links = []
-        for path, what in zip(files, ("rows, every raw sample (CSV)", "fingerprints (JSON)")):
+        for path, what in ((csv, "rows, every raw sample (CSV)"), (csv.with_suffix(".json"), "fingerprints (JSON)")):
             if not path.exists():
                 continue
-            try:
-                relative = Path(os.path.relpath(path.resolve(), page_dir.resolve()))
-                inside = path.resolve().is_relative_to(study_root().resolve())
-            except ValueError:
-                inside = False
-            links.append(f"{{download}}`{what} <{relative.as_posix()}>`" if inside else f"{what}: `{path}`")
+            where = path.resolve()
+            links.append(f"{{download}}`{what} <{Path(os.path.relpath(where, page_dir)).as_posix()}>`"
+                         if where.is_relative_to(study) else f"{what}: `{path}`")
         lines.append(f"- `{csv.stem}`: " + ", ".join(links))
     return "\n".join(lines) or "No result set is stored for this claim."
 

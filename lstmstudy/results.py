@@ -72,7 +72,8 @@ def default_root() -> Path:
     return study_root() / "results"
 
 
-#: an exception quoted at the end of a row's reason ('... (RuntimeError: could not create ...)'): the stored row keeps it
+#: an exception quoted at the end of a row's reason ('... (RuntimeError: could not create ...)'): the stored row
+#: keeps it
 QUOTED_EXCEPTION = re.compile(r"\s*\(\w*(Error|Exception)\b.*\)\s*$")
 
 

@@ -11,7 +11,7 @@ from __future__ import annotations
 import bisect
 import itertools
 import math
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import asdict, dataclass, replace
 from enum import Enum
 
@@ -364,9 +364,20 @@ def few_timings(bands: Bands, fewest: int, per_round: Sequence[float],
     return Outcome.INCONCLUSIVE, few_timings_words(fewest)
 
 
+def span(values: Iterable[float | None], sep: str = "-") -> str:
+    """Some sets' figures as a page prints their range, at 3 significant figures: '1.5-1.86', one figure where both
+    ends print alike, '' where none has a figure (a missing one is skipped)."""
+    found = sorted(float(v) for v in values if v is not None and v == v)
+    if not found:
+        return ""
+    low, high = f"{found[0]:.3g}", f"{found[-1]:.3g}"
+    return low if low == high else f"{low}{sep}{high}"
+
+
 def interval_label(fewest: float | None) -> str:
-    """What an interval is called beside its figure: a 95% interval, or, on a row of few timings (`fewest_timings`, NaN or
-    None where it is not one), a rough range: the same bootstrap over too few timings, which is no 95% interval."""
+    """What an interval is called beside its figure: a 95% interval, or, on a row of few timings (`fewest_timings`,
+    NaN or None where it is not one), a rough range: the same bootstrap over too few timings, which is no 95%
+    interval."""
     if fewest is None or fewest != fewest:
         return "95% interval"
     return f"few timings ({int(fewest)}), a rough range:"

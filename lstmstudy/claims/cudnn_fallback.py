@@ -34,7 +34,7 @@ from lstmstudy.cudnn_rules import BY_KERNEL
 from lstmstudy.frameworks import releases, rows_words
 from lstmstudy.frameworks import row_words  # noqa: F401  (`findings` names a row through this claim)
 from lstmstudy.parameters import check_bool, check_choices, check_positive_ints
-from lstmstudy.rules import Bands, Outcome, Possible, Verdict, combine, settle
+from lstmstudy.rules import Bands, Outcome, Possible, Verdict, combine, settle, span
 from lstmstudy.shapes import LSTMShape
 from lstmstudy.stats import (
     SHAPE_KEYS,
@@ -555,12 +555,6 @@ def blog_steps(results: pd.DataFrame) -> pd.DataFrame:
                            ignore_index=True)[columns]
 
 
-def _span(values: pd.Series) -> str:
-    """'5.02-19.2 ms', or '5.02 ms' for one value."""
-    low, high = f"{values.min():.3g}", f"{values.max():.3g}"
-    return f"{low} ms" if low == high else f"{low}-{high} ms"
-
-
 def blog_sentence(results: pd.DataFrame) -> str:
     """The blog model's step times on every stored set in one sentence, GPU sets first: what a reader whose Keras
     LSTM got slower on a GPU meets, with the Keras release and backend each side ran on, since Keras on a GPU and on
@@ -582,11 +576,11 @@ def blog_sentence(results: pd.DataFrame) -> str:
         frameworks = " and ".join(sorted(set(cpus.framework)))
         count = cpus.hardware_id.nunique()
         clauses.append(f"on the {count} CPU-only set{'s' if count > 1 else ''} ({frameworks}, where no Keras LSTM has "
-                       f"a fused kernel to lose) it took {_span(cpus[cpus.phase == DECIDING_PHASE].ms)}")
+                       f"a fused kernel to lose) it took {span(cpus[cpus.phase == DECIDING_PHASE].ms)} ms")
     inference = leaky[leaky.phase == "inference"]
     if inference.gpu.any() and (~inference.gpu).any():
-        clauses.append(f"a prediction took {_span(inference[inference.gpu].ms)} on the GPU against "
-                       f"{_span(inference[~inference.gpu].ms)} on the CPUs")
+        clauses.append(f"a prediction took {span(inference[inference.gpu].ms)} ms on the GPU against "
+                       f"{span(inference[~inference.gpu].ms)} ms on the CPUs")
     sentence = "; ".join(clauses)
     sentence = sentence[0].upper() + sentence[1:] + " (median step times)"
     on_gpu = set(leaky[leaky.gpu].framework)

@@ -61,7 +61,7 @@ from lstmstudy.frameworks import QUEUE_CALLS, QUEUE_S, field_text, framework_wor
 from lstmstudy.results import config_text
 from lstmstudy.observe import what_ran
 from lstmstudy.parameters import check_bool, check_choices, check_positive_ints
-from lstmstudy.rules import PART_WORDS, Bands, Outcome, Verdict, combine, crossover_possible, holds_from, settle
+from lstmstudy.rules import PART_WORDS, Bands, Outcome, Verdict, combine, crossover_possible, holds_from, settle, span
 from lstmstudy.shapes import LSTMShape
 from lstmstudy.stats import fixed_geomean_interval, geomean, geomean_interval, row_point_ratio, row_replicates
 
@@ -462,15 +462,6 @@ def table2_wide(results: pd.DataFrame) -> pd.DataFrame:
     return seed.join(wide).join(clocks).reindex(order).reset_index()
 
 
-def _mpe_span(values: pd.Series) -> str:
-    """Our MPEs over some sets in a cell: one figure, or the range ('-2.31 to -1.82'), 3 significant figures."""
-    values = values.dropna()
-    if values.empty:
-        return "–"
-    low, high = values.min(), values.max()
-    return f"{low:.3g}" if f"{low:.3g}" == f"{high:.3g}" else f"{low:.3g} to {high:.3g}"
-
-
 def table2_view(results: pd.DataFrame) -> pd.DataFrame:
     """Table 2 compact, the outcome first: per pair, on how many sets our MPE has the paper's sign (the second
     kernel slower, as the paper found, where its MPE is negative), the paper's MPE, and ours over the GPU and over
@@ -487,8 +478,8 @@ def table2_view(results: pd.DataFrame) -> pd.DataFrame:
         kind = mine.hardware_id.map(kinds)
         rows.append({"pair": pair.name, "our MPE has the paper's sign": outcome,
                      "paper MPE": f"{seed:.3g}" if seed == seed else "–",
-                     "ours, GPU sets": _mpe_span(mine["our MPE"][kind == "cuda"]),
-                     "ours, CPU sets (analogue)": _mpe_span(mine["our MPE"][kind == "cpu"])})
+                     "ours, GPU sets": span(mine["our MPE"][kind == "cuda"], " to ") or "–",
+                     "ours, CPU sets (analogue)": span(mine["our MPE"][kind == "cpu"], " to ") or "–"})
     return pd.DataFrame(rows)
 
 
