@@ -1,8 +1,9 @@
 """`lstmstudy env --check`: the smoke check to run before spending GPU time on a sweep.
 
 In under a minute it shows what the sweep will run on (GPU, driver, CUDA, cuDNN, the TF32 settings, the
-Keras backend), which kernel `nn.LSTM` really runs at each precision and in which dtype, whether the raw cuDNN
-baseline's CUDA graph runs, and whether NVML's energy counter advances. A line that would spoil some rows is a
+Keras backend), the node (its runtime, host CPU and what names its set) and the GPU's clocks and slowdowns now, which
+kernel `nn.LSTM` really runs at each precision and in which dtype, whether the raw cuDNN baseline's CUDA graph runs,
+whether the profiler sees the GPU's kernels (each row's device time) and whether NVML's energy counter advances. A line that would spoil some rows is a
 failure shown for what it costs; only one that would spoil the whole sweep (cuDNN unusable: `nn.LSTM` in fp32 not
 running it) stops measuring, and the command exits non-zero then: on a short GPU lease a check that vetoes
 measuring for one claim's 16-bit rows would cost every claim.
@@ -20,7 +21,7 @@ from lstmstudy import hardware, kernels
 from lstmstudy.backends import chosen_note, keras_backend
 from lstmstudy.errors import StudyError
 from lstmstudy.kernels.criteria import bf16_cudnn_supported
-from lstmstudy.observe import FUSED, what_ran
+from lstmstudy.observe import FUSED, device_time, what_ran
 from lstmstudy.shapes import LSTMShape
 from lstmstudy.timing import sync_for
 
@@ -76,6 +77,38 @@ def _energy(device: torch.device) -> Check:
     return Check("NVML energy counter", text, ok)
 
 
+def _device_time(device: torch.device) -> Check:
+    """Does the profiler see the GPU's kernels? Without it no row records its device time beside its wall time."""
+    name = "device time (profiler)"
+    try:
+        built = kernels.build("torch.fused", SHAPE, device, "fp32", "inference")
+        work = device_time(built.step, built.sync, device)
+    except Exception as exc:  # noqa: BLE001 - the rows would store no device time, and say so
+        return Check(name, f"{type(exc).__name__}: {exc}", False)
+    if work is None:
+        return Check(name, "the profiler saw no GPU kernel: the rows will store no device time", False)
+    return Check(name, f"torch.fused: {work.seconds * 1e6:.1f} us of GPU work in {work.kernels:g} kernels a call", True)
+
+
+def _state_words(state: dict) -> str:
+    """The GPU's state (`hardware.gpu_state`) in a line."""
+    if not state:
+        return "unknown (no NVML)"
+    slowdowns = ", ".join(state.get("slowdowns") or []) or "none"
+    return (f"SM {state.get('sm_mhz')} MHz, memory {state.get('memory_mhz')} MHz, {state.get('temperature_c')} C, "
+            f"{state.get('power_w')} W; clock slowdowns: {slowdowns}")
+
+
+def _counter_period(device: torch.device) -> str:
+    """NVML's energy counter period on this GPU, as the energy windows will use it (`nvml.counter_period_line`)."""
+    try:
+        from lstmstudy import nvml
+    except ImportError:
+        return "not measured: nvidia-ml-py is not installed"
+    return nvml.counter_period_line(nvml.nvml_index(str(torch.cuda.get_device_properties(device).uuid),
+                                                    device.index or 0))
+
+
 def checks(device: torch.device) -> Iterator[Check]:
     """Every line of the smoke check, computed as it is printed."""
     fp = hardware.fingerprint(device)
@@ -89,6 +122,9 @@ def checks(device: torch.device) -> Iterator[Check]:
         yield Check("cuDNN", fp.cudnn or "not available", bool(fp.cudnn) and torch.backends.cudnn.is_available())
         yield Check("TF32 (outside our steps)", f"cudnn.rnn {torch.backends.cudnn.rnn.fp32_precision}, "
                     f"cuda.matmul {torch.backends.cuda.matmul.fp32_precision}; every sweep runs IEEE fp32")
+        named = "its GPUs' UUIDs" if hardware.gpu_uuids() else "LSTMSTUDY_HOST or the hostname (NVML cannot say)"
+        yield Check("node", f"runtime {fp.runtime or 'unknown'}; host CPU {fp.cpu_model}; set named after {named}")
+        yield Check("GPU state now", _state_words(hardware.gpu_state(device)))
     else:
         yield Check("CPU", f"{fp.cpu_model}, {fp.threads} threads, flags {' '.join(fp.cpu_flags) or 'none'}")
     for precision in ("fp32", "fp16", "bf16"):
@@ -114,7 +150,9 @@ def checks(device: torch.device) -> Iterator[Check]:
     elif backend:
         yield _kernel("keras.cudnn_auto", device, "fp32", None)
     if device.type == "cuda":
+        yield _device_time(device)
         yield _energy(device)
+        yield Check("energy counter period", _counter_period(device))
 
 
 def run(device: str) -> int:

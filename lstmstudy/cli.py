@@ -102,10 +102,10 @@ def cmd_measure(args: argparse.Namespace) -> int:
     device = str(hardware.resolve_device(args.device))  # fail before anything else if the device is not here
     if note := chosen_note():
         print(f"note: {note}", file=sys.stderr)
-    if device.startswith("cuda") and not os.environ.get("LSTMSTUDY_HOST"):
-        print(f"note: this GPU's result set is named after this host ({hardware.fingerprint(device).hardware_id}); "
-              f"where the hostname changes between runs (a rented VM), set LSTMSTUDY_HOST so they resume one set",
-              file=sys.stderr)
+    if device.startswith("cuda") and not os.environ.get("LSTMSTUDY_HOST") and not hardware.gpu_uuids():
+        print(f"note: NVML cannot read this GPU's UUID, so its result set is named after this host "
+              f"({hardware.fingerprint(device).hardware_id}); where the hostname changes between runs (a rented VM), "
+              f"install nvidia-ml-py or set LSTMSTUDY_HOST so they resume one set", file=sys.stderr)
     deadline = Deadline.after(args.deadline)
     processes = LEASE_PROCESSES if args.plan and args.processes is None else args.processes
     left = 0

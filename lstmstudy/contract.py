@@ -14,7 +14,7 @@ from typing import TYPE_CHECKING
 
 from lstmstudy import results
 from lstmstudy.backends import backend_for
-from lstmstudy.observe import NOTHING, Observation
+from lstmstudy.observe import NOTHING, DeviceTime, Observation
 from lstmstudy.shapes import LSTMShape
 
 if TYPE_CHECKING:
@@ -67,6 +67,9 @@ class PointResult:
     predicted_kernel: str = ""
     #: the dtype the LSTM really computed in ("float32", "bfloat16", ...), read off its output; "" if unknown
     compute_dtype: str = ""
+    #: on a GPU, the device's own work per call (`observe.device_time`), beside the measurement's wall time; None
+    #: on a CPU or where the profiler saw no kernel
+    device: DeviceTime | None = None
 
 
 @dataclass(frozen=True)

@@ -16,10 +16,12 @@ import re
 import subprocess
 import sys
 import time
+from collections.abc import Callable
 from dataclasses import asdict, dataclass, field
 from importlib import metadata
 from pathlib import Path
-from typing import TYPE_CHECKING
+from types import ModuleType
+from typing import TYPE_CHECKING, TypeVar
 
 from lstmstudy.backends import ISA_CAPS, isa_cap, keras_backend
 from lstmstudy.errors import DeviceUnavailable
@@ -29,6 +31,7 @@ from lstmstudy.results import fingerprint_id
 if TYPE_CHECKING:
     import torch
 
+T = TypeVar("T")
 DEVICE_REQUESTS = "'auto', 'cpu', 'cuda' or 'cuda:N'"
 
 
@@ -182,25 +185,74 @@ def git_state(root: Path | None = None) -> tuple[str, bool | None]:
 
 
 def host_tag() -> str:
-    """A short, stable tag for this host: GPU result sets from two machines with the same GPU model stay
-    apart. `$LSTMSTUDY_HOST` names the host where its hostname changes at every boot (rented VMs)."""
-    name = os.environ.get("LSTMSTUDY_HOST") or platform.node() or "unknown"
-    return hashlib.sha256(name.encode()).hexdigest()[:6]
+    """A short, stable tag for this machine, part of a GPU set's `hardware_id` and what pairs a GPU set with its host's
+    CPU set: where NVML sees GPUs, a hash of their UUIDs (the GPUs' own identity: two nodes never share a set, whatever
+    their hostnames, and a renamed node keeps its own); else `$LSTMSTUDY_HOST`, else the hostname."""
+    uuids = gpu_uuids()
+    name = "gpus:" + ",".join(sorted(uuids)) if uuids else os.environ.get("LSTMSTUDY_HOST") or platform.node()
+    return hashlib.sha256((name or "unknown").encode()).hexdigest()[:6]
+
+
+def gpu_uuids() -> list[str]:
+    """The UUIDs of this machine's GPUs (`nvml.gpu_uuids`); none where NVML is missing or sees no GPU."""
+    return _nvml(lambda nvml: nvml.gpu_uuids(), [])
+
+
+def _nvml(read: Callable[[ModuleType], T], missing: T) -> T:
+    """`read(lstmstudy.nvml)`, or `missing` where NVML is not installed or cannot answer (no driver, no GPU)."""
+    try:
+        from lstmstudy import nvml
+    except ImportError:  # nvidia-ml-py not installed
+        return missing
+    try:
+        return read(nvml)
+    except nvml.NvmlError:
+        return missing
+
+
+def _nvml_index(device: torch.device) -> int:
+    """NVML's index of a CUDA device (CUDA_VISIBLE_DEVICES renumbers CUDA's, not NVML's)."""
+    import torch
+
+    from lstmstudy import nvml
+
+    return nvml.nvml_index(str(torch.cuda.get_device_properties(device).uuid), device.index or 0)
+
+
+def gpu_state(device: torch.device) -> dict[str, object]:
+    """The GPU's clocks, temperature, power and slowdowns now (`nvml.gpu_state`), which each group of rows stores at
+    its start and end; empty on a CPU or where NVML cannot say."""
+    if device.type != "cuda":
+        return {}
+    return _nvml(lambda nvml: nvml.gpu_state(_nvml_index(device)), {})
+
+
+def runtime() -> str:
+    """What the machine runs in, where it says: `systemd-detect-virt`'s answer (kvm, docker, ...), else a guess from
+    the kernel: gVisor reports a kernel 4.4.0 of its own, a Firecracker guest's release names it (`-fc-`). A node
+    lent in either runtime has other launch costs, so the fingerprint keeps it; '' where nothing says."""
+    release, version = platform.release(), _read("/proc/version")
+    if "-fc-" in release:
+        return "firecracker"
+    if release == "4.4.0" and "#1 SMP Sun Jan 10 15:06:54 PST 2016" in version:
+        return "gvisor"
+    try:
+        out = subprocess.run(["systemd-detect-virt"], capture_output=True, text=True, timeout=5).stdout.strip()
+    except (OSError, subprocess.SubprocessError):
+        out = ""
+    return "" if out in ("", "none") else out
+
+
+def _read(path: str) -> str:
+    try:
+        return Path(path).read_text()
+    except OSError:
+        return ""
 
 
 def _gpu_facts(device: torch.device) -> dict:
     """NVML's view of the GPU (driver, clocks, power limit, persistence); empty where NVML is missing."""
-    import torch
-
-    try:
-        from lstmstudy import nvml
-    except ImportError:  # nvidia-ml-py not installed
-        return {}
-    try:
-        index = nvml.nvml_index(str(torch.cuda.get_device_properties(device).uuid), device.index or 0)
-        return nvml.device_facts(index)
-    except nvml.NvmlError:
-        return {}
+    return _nvml(lambda nvml: nvml.device_facts(_nvml_index(device)), {})
 
 
 @dataclass(frozen=True)
@@ -243,6 +295,10 @@ class Fingerprint:
     thread_pools: dict[str, int] = field(default_factory=dict)
     #: this run's speed (`calibrate`), where a sweep measured it: one cloud VM id can run 2-3x slower on another day
     calibration_s: float | None = None
+    #: this GPU run's speed at launching work (`calibrate_host`), which most GPU rows' times are made of
+    host_calibration_s: float | None = None
+    #: what the machine runs in (`runtime`): a VM's, a sandbox's or a container's launch costs differ
+    runtime: str = ""
 
     @property
     def hardware_id(self) -> str:
@@ -262,7 +318,11 @@ ATEN_CAP = "ATEN_CPU_CAPABILITY"
 #: environment variables that change threads, kernels or devices
 ENVIRONMENT = ("OMP_NUM_THREADS", "MKL_NUM_THREADS", "OPENBLAS_NUM_THREADS", "VECLIB_MAXIMUM_THREADS",
                "TF_ENABLE_ONEDNN_OPTS", "TF_NUM_INTRAOP_THREADS", "TF_NUM_INTEROP_THREADS", "KERAS_BACKEND",
-               "CUDA_VISIBLE_DEVICES", "CUBLAS_WORKSPACE_CONFIG", "LSTMSTUDY_HOST", *ISA_CAPS, ATEN_CAP)
+               "CUDA_VISIBLE_DEVICES", "CUBLAS_WORKSPACE_CONFIG", "LSTMSTUDY_HOST", *ISA_CAPS, ATEN_CAP,
+               # what overrides the IEEE fp32 the sweep holds (TF32 forced on in cuBLAS or every NVIDIA library),
+               # and what serialises or changes launches
+               "TORCH_ALLOW_TF32_CUBLAS_OVERRIDE", "NVIDIA_TF32_OVERRIDE", "TORCH_CUDNN_V8_API_DISABLED",
+               "CUDA_LAUNCH_BLOCKING", "CUDA_MODULE_LOADING", "PYTORCH_CUDA_ALLOC_CONF", "XLA_FLAGS")
 
 
 def thread_pools() -> dict[str, int]:
@@ -319,8 +379,8 @@ SPEED_TOLERANCE = 1.75
 
 
 def calibrate(device: torch.device, tries: int = 30) -> float:
-    """Seconds of one fixed fp32 GEMM on `device` (`CALIBRATION_SIZE`), the fastest of `tries`: on a CPU on one
-    thread (a neighbour takes threads, rarely a whole core), on a GPU timed with CUDA events after a sync."""
+    """Seconds of one fixed fp32 GEMM on `device` (`CALIBRATION_SIZE`), the fastest of `tries` (the sweep holds IEEE
+    fp32 around it, as around its rows): on a CPU on one thread (a neighbour takes threads, rarely a whole core), on a GPU timed with CUDA events after a sync."""
     import torch
 
     n = CALIBRATION_SIZE[device.type]
@@ -346,6 +406,32 @@ def calibrate(device: torch.device, tries: int = 30) -> float:
             best = min(best, time.perf_counter() - start)
     finally:
         torch.set_num_threads(threads)
+    return best
+
+
+#: the host calibration's fixed launch-bound step: this many one-element additions, each its own kernel launch on a
+#: GPU (a dispatch through torch on a CPU), then one sync
+HOST_CALIBRATION_OPS = 200
+
+
+def calibrate_host(device: torch.device, tries: int = 30) -> float:
+    """Seconds per launch of a fixed launch-bound step on `device` (`HOST_CALIBRATION_OPS` tiny additions, one sync),
+    the fastest of `tries` on the host clock: the host's speed at dispatching work, which most GPU rows' times hold
+    and a GEMM's does not (a node with a slower host CPU or sandbox launches slower at the same GPU speed). The sweep
+    takes it on a GPU only: on a CPU the GEMM's speed is the host's, and a dispatch's time varies more than the guard
+    allows between processes of a loaded 2-core machine."""
+    import torch
+
+    x = torch.zeros(1, device=device)
+    sync = (lambda: torch.cuda.synchronize(device)) if device.type == "cuda" else (lambda: None)
+    best = float("inf")
+    for _ in range(tries + 1):  # the first warms the launch path up
+        sync()
+        start = time.perf_counter()
+        for _ in range(HOST_CALIBRATION_OPS):
+            x.add_(1)
+        sync()
+        best = min(best, (time.perf_counter() - start) / HOST_CALIBRATION_OPS)
     return best
 
 
@@ -394,6 +480,7 @@ def fingerprint(device: torch.device | str = "cpu") -> Fingerprint:
         git_commit=commit,
         git_dirty=dirty,
         host=host_tag(),
+        runtime=runtime(),
         environment={name: os.environ[name] for name in ENVIRONMENT if name in os.environ},
         cpu_identity=cpu_identity(cpu),
         cpu_capability=torch.backends.cpu.get_cpu_capability(),

@@ -17,8 +17,8 @@ import pandas as pd
 
 from lstmstudy import published, published_rules, results, rule_history
 from lstmstudy.claims import Claim, registry
-from lstmstudy.rules import (CPU_ANALOGUE, GPU, PUBLISHED, PUBLISHED_PREFIX, Outcome, one_burst_sets, span,
-                             why_not_measured)
+from lstmstudy.rules import (CPU_ANALOGUE, GPU, PUBLISHED, PUBLISHED_PREFIX, Outcome, gpu_timing, one_burst_sets,
+                             span, why_not_measured)
 from lstmstudy.stats import NOISY_WORDS
 from lstmstudy.toc import claim_pages
 
@@ -79,14 +79,16 @@ def table(root: Path | None = None, *, claims: Sequence[Claim] | None = None,
 
 
 def noise(frame: pd.DataFrame) -> str:
-    """How many timed rows of a result set stayed noisy after their rounds (`timing.Rounds.noise_bound`)."""
+    """How many timed rows of a result set stayed noisy after their rounds (`timing.Rounds.noise_bound`), and of a
+    GPU set, what its rows timed (`rules.gpu_timing`: how many are host-bound, or that none recorded device time)."""
     ok = frame[frame.status == "ok"] if not frame.empty else frame
     if ok.empty:
         return ""
     if one_burst_sets(frame):
         return "noise not assessed (one burst per row, measured before interleaved rounds)"
     flagged = ok["noisy"].dropna()
-    return f"{int(flagged.sum())} of {len(flagged)} timed rows noisy ({NOISY_WORDS})"
+    noisy = f"{int(flagged.sum())} of {len(flagged)} timed rows noisy ({NOISY_WORDS})"
+    return "; ".join(filter(None, [noisy, gpu_timing(frame)]))
 
 
 _MD_SPECIAL = re.compile(r"([\\`*_{}\[\]<>|#$~])")

@@ -19,8 +19,8 @@ from lstmstudy.errors import ParameterError
 from lstmstudy.parameters import check_bool, check_positive_number
 from lstmstudy.results import default_root as results_default_root
 from lstmstudy.results import fingerprints
-from lstmstudy.rules import (CPU_ANALOGUE, GPU, PUBLISHED_PREFIX, SIGN_RULE_ALPHA, Outcome, Verdict,
-                             one_burst_sets, why_not_measured)
+from lstmstudy.rules import (CPU_ANALOGUE, GPU, PUBLISHED_PREFIX, RESTS_ON_HOST_BOUND, SIGN_RULE_ALPHA, Outcome,
+                             Verdict, gpu_timing, one_burst_sets, why_not_measured)
 
 
 def check_common(*, device: object, measure: object, quick: object, min_time: object,
@@ -61,8 +61,9 @@ def grid_table(claim: Claim, overrides: object) -> pd.DataFrame:
 
 def hardware_sets(results: pd.DataFrame, claim: str | None = None, root: Path | None = None) -> pd.DataFrame:
     """Which hardware sets are stored, with how many configurations each, what their verdicts can be (`evidence`),
-    how they were timed, and, given the claim's name, the commits they were measured at: a set measured from a
-    tree with uncommitted changes says so, since no commit holds the code that measured it."""
+    how they were timed (of a GPU set, what its rows timed: `rules.gpu_timing`), and, given the claim's name, the
+    commits they were measured at: a set measured from a tree with uncommitted changes says so, since no commit holds
+    the code that measured it."""
     columns = ["hardware_id", "evidence", "configurations", "timing", "measured at", "speed"]
     if results.empty:
         return pd.DataFrame(columns=columns)
@@ -74,6 +75,7 @@ def hardware_sets(results: pd.DataFrame, claim: str | None = None, root: Path | 
         evidence = GPU if hardware_id.startswith("cuda-") else CPU_ANALOGUE
         timing = ("nothing timed" if not timed else "one burst per row: noise not assessed, no verdict"
                   if hardware_id in bursts else f"interleaved rounds, {_processes_text(part)}")
+        timing = "; ".join(filter(None, [timing, gpu_timing(part)]))
         rows.append({"hardware_id": hardware_id, "evidence": evidence if timed else "not measured",
                      "configurations": len(part), "timing": timing,
                      "measured at": _provenance(part, stored.get(hardware_id, [])),
@@ -144,8 +146,13 @@ def verdict_table(verdicts: Sequence[Verdict]) -> pd.DataFrame:
     analogue`, or `not measured`), every interval the rule decided on (a 95% interval unless it says otherwise) and
     our figure. The seed's figure, the claim
     and the rule are in the page's box, once."""
-    return pd.DataFrame([{"hardware": v.hardware_id, "verdict": v.outcome.value, "evidence": v.evidence_label,
+    return pd.DataFrame([{"hardware": v.hardware_id, "verdict": _outcome_words(v), "evidence": v.evidence_label,
                           "interval": _interval_cell(v), "ours": v.ours_text} for v in verdicts])
+
+
+def _outcome_words(verdict: Verdict) -> str:
+    """A verdict's outcome as a page shows it, saying so where it rests on host-bound rows (`Verdict.host_bound`)."""
+    return f"{verdict.outcome.value} ({RESTS_ON_HOST_BOUND})" if verdict.host_bound else verdict.outcome.value
 
 
 def _interval_cell(verdict: Verdict) -> str:
@@ -177,7 +184,7 @@ def _sentence(verdict: Verdict) -> str:
     text = verdict.ours_text.rstrip(".")
     if verdict.outcome in (Outcome.NOT_MEASURED, Outcome.NOT_ASSESSED):
         return f"On {verdict.hardware_id}: {text}."
-    return f"On {verdict.hardware_id} ({verdict.evidence_label}): {text}: {verdict.outcome.value}."
+    return f"On {verdict.hardware_id} ({verdict.evidence_label}): {text}: {_outcome_words(verdict)}."
 
 
 def glue_verdicts(prefix: str, verdicts: Sequence[Verdict]) -> None:
@@ -231,6 +238,13 @@ def glance(claim: Claim, results: pd.DataFrame, verdicts: Sequence[Verdict], roo
 
 
 def how_sure(verdict: Verdict) -> str:
+    """How far a verdict can be trusted (`_how_sure`), and where it rests on host-bound rows (`Verdict.host_bound`),
+    one more sentence saying so: its figure is then partly the host's, whatever the claim says of the GPU."""
+    sure = _how_sure(verdict)
+    return f"{sure} It {RESTS_ON_HOST_BOUND}." if verdict.host_bound else sure
+
+
+def _how_sure(verdict: Verdict) -> str:
     """One sentence on how far a verdict can be trusted, from what decided it."""
     if verdict.outcome == Outcome.NOT_ASSESSED:
         return "Each row was timed in one burst, so its interval holds no run-to-run drift: no verdict."

@@ -68,6 +68,8 @@ GPU_FUSED = ("cudnn", "miopen")
 #: cuDNN's RNN kernels (e.g. RNN_blockPersist_fp_LSTM, LSTM_elementWise_fp, elemWiseRNNcell); ATen's own
 #: generic kernel is `lstm_cell_forward`, lower case, so the match is case-sensitive.
 _CUDNN_KERNEL = re.compile(r"cudnn|RNN_|LSTM_|elemWiseRNN")
+#: what the profiler records on a GPU besides kernels: copies and fills
+_NOT_KERNELS = ("Memcpy", "Memset")
 _VENDOR_OPS = {"aten::_cudnn_rnn": "cudnn", "aten::miopen_rnn": "miopen", "aten::mkldnn_rnn_layer": "onednn"}
 #: the ops of ATen's own loop for each `nn.RNNBase` mode (LSTM, GRU, RNN with tanh or ReLU)
 _ATEN_LOOPS = {"aten::lstm", "aten::gru", "aten::rnn_tanh", "aten::rnn_relu"}
@@ -180,7 +182,7 @@ def observe(calls: Sequence[Callable[[], object]], device: torch.device) -> Obse
     `cudaGraphLaunch` and its kernels, not the op the dispatcher chose.
     """
     ops, kernels = _names(calls, device)
-    gpu = [name for name in kernels if not name.startswith(("Memcpy", "Memset"))]
+    gpu = [name for name in kernels if not name.startswith(_NOT_KERNELS)]
     detail: dict = {"aten_ops": sum(name.startswith("aten::") for name in ops)}
     if device.type == "cuda":
         detail["gpu_kernels"] = len(gpu)
@@ -205,6 +207,48 @@ def observe_batches(run: Callable[[], object], device: torch.device, n_batches: 
     if onednn >= n_batches:
         return Observation("onednn")
     return Observation("mixed", {"onednn": onednn, "aten-loop": n_batches - onednn})
+
+
+#: a GPU row whose time per call exceeds its device time by more than this factor is host-bound: the GPU waits on the
+#: host's launches between kernels, so the row says how fast the host dispatches, not how fast the GPU computes
+HOST_BOUND = 1.5
+
+
+@dataclass(frozen=True)
+class DeviceTime:
+    """The GPU's own work in one call of a step, from a profiled pass apart from the timed rounds (`device_time`):
+    the summed duration of everything it ran on the GPU, and how many kernels it launched (copies and fills left
+    out of the count, not of the time)."""
+
+    seconds: float
+    kernels: float
+
+
+def device_time(step: Callable[[], object], sync: Callable[[], object], device: torch.device, *,
+                work_s: float = 0.02, most: int = 20) -> DeviceTime | None:
+    """`DeviceTime` per call of `step` on a GPU, over one profiled pass of as many calls as take about `work_s`
+    (at most `most`; one untimed call sizes it): None on a CPU, or where the profiler saw nothing run on the GPU (a
+    framework whose kernels it cannot see). Separate from the timed rounds, which the profiler would slow."""
+    from torch.autograd import DeviceType
+
+    if device.type != "cuda":
+        return None
+    start = time.perf_counter()
+    step()
+    sync()
+    calls = int(min(max(work_s / max(time.perf_counter() - start, 1e-9), 1), most))
+    # the profiler's raw records: building its events would cost seconds for an epoch's thousands of kernels
+    records = _profile([step] * calls + [sync], device).profiler.kineto_results.events()
+    return gpu_work([(e.name(), e.duration_ns() * 1e-3) for e in records if e.device_type() == DeviceType.CUDA], calls)
+
+
+def gpu_work(activity: Sequence[tuple[str, float]], calls: int) -> DeviceTime | None:
+    """The `DeviceTime` per call of a profiled pass of `calls` calls, from what it ran on the GPU (each kernel's,
+    copy's and fill's name and microseconds); None where nothing ran there."""
+    if not activity:
+        return None
+    kernels = [name for name, _ in activity if not name.startswith(_NOT_KERNELS)]
+    return DeviceTime(sum(us for _, us in activity) * 1e-6 / calls, len(kernels) / calls)
 
 
 #: the ops whose self time is "inside the LSTM kernel" on a CPU (oneDNN's LSTM primitive)

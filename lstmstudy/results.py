@@ -31,7 +31,9 @@ import numpy as np
 import pandas as pd
 from filelock import FileLock
 
+from lstmstudy import stats
 from lstmstudy.errors import ResultsCorrupt
+from lstmstudy.observe import HOST_BOUND
 from lstmstudy.paths import study_root
 
 COLUMNS: tuple[str, ...] = (
@@ -41,14 +43,20 @@ COLUMNS: tuple[str, ...] = (
     "round_sizes", "round_seed", "noisy",
     "flops", "achieved_flops", "energy_j", "observed_kernel", "observed_detail", "predicted_kernel", "compute_dtype",
     "status", "error", "versions", "fingerprint_id", "load_1m", "cpu_mhz", "thread_settings", "created_at", "process",
+    "timer", "device_s", "kernels_per_call", "gpu_state",
 )
+#: what a row says of how it was timed: the clock (`timing.Measurement.timer`), the GPU's own time and kernels per
+#: call (`observe.device_time`), and the GPU's clocks, temperature, power and slowdowns at its group's start and end
+TIMING_COLUMNS = ("timer", "device_s", "kernels_per_call", "gpu_state")
 #: Columns added since the first schema. A file without them still reads (they read as empty: one round,
 #: no provenance) and is rewritten in the current schema by the next `append`.
 ADDED_COLUMNS: tuple[str, ...] = ("round_sizes", "round_seed", "noisy", "fingerprint_id", "load_1m", "cpu_mhz",
-                                  "thread_settings", "process")
+                                  "thread_settings", "process", *TIMING_COLUMNS)
 FIRST_COLUMNS = tuple(c for c in COLUMNS if c not in ADDED_COLUMNS)
-#: every header a set may have been written with: the first schema, the one before `process`, this one
-SCHEMAS = (FIRST_COLUMNS, tuple(c for c in COLUMNS if c != "process"), COLUMNS)
+#: every header a set may have been written with: the first schema, the one before `process`, the one before the
+#: timing columns, this one
+SCHEMAS = (FIRST_COLUMNS, tuple(c for c in COLUMNS if c != "process" and c not in TIMING_COLUMNS),
+           tuple(c for c in COLUMNS if c not in TIMING_COLUMNS), COLUMNS)
 #: The columns that identify one configuration within a hardware set (what a resumed sweep skips).
 KEY_COLUMNS: tuple[str, ...] = (
     "kernel", "backend", "precision", "phase", "batch", "timesteps", "features", "hidden", "layers", "bidirectional",
@@ -56,7 +64,7 @@ KEY_COLUMNS: tuple[str, ...] = (
 )
 INT_COLUMNS = ("batch", "timesteps", "features", "hidden", "layers", "threads", "n_samples", "round_seed", "process")
 FLOAT_COLUMNS = ("median_s", "p25_s", "p75_s", "ci_low_s", "ci_high_s", "flops", "achieved_flops", "energy_j",
-                 "load_1m", "cpu_mhz")
+                 "load_1m", "cpu_mhz", "device_s", "kernels_per_call")
 JSON_LIST_COLUMNS = ("samples_s", "round_sizes")
 STATUSES = ("ok", "error", "skipped")
 
@@ -369,6 +377,8 @@ def load(claim: str, root: Path | None = None, *, latest: bool = True, sets: str
     (`sweep`) is one row: its newest row of process 0 with the rounds each later process timed after it
     (`_join_processes`). `samples` holds the raw samples as a list, `process_rounds` how many rounds each process
     timed (empty for one process), `host` the host tag of the fingerprint that produced the row ('' where unknown).
+    Three flags are formed on reading, never trusted from the file: `noisy` (`_noisy`), `host_bound` (`_host_bound`)
+    and `throttled` (the GPU named a slowdown at its group's start or end; None where no GPU state was read).
     """
     folder = Path(root or default_root()) / claim
     rows = [row for path in sorted(folder.glob(f"{sets}.csv")) for row in read_rows(path)
@@ -383,7 +393,8 @@ def load(claim: str, root: Path | None = None, *, latest: bool = True, sets: str
     frame["bidirectional"] = frame["bidirectional"].map({"True": True, "False": False})
     frame["samples"] = [json.loads(s) if s else [] for s in frame["samples_s"]]
     frame["round_sizes"] = [json.loads(s) if s else [] for s in frame["round_sizes"]]
-    frame["noisy"] = frame["noisy"].map({"True": True, "False": False})
+    frame["gpu_state"] = [json.loads(s) if s else {} for s in frame["gpu_state"]]
+    frame["throttled"] = [bool(_slowdowns(state)) if state else None for state in frame["gpu_state"]]
     frame["created_at"] = pd.to_datetime(frame["created_at"], utc=True)
     hosts = {fp["id"]: fp.get("host", "") for known in fingerprints(claim, root).values() for fp in known}
     frame["host"] = frame["fingerprint_id"].map(lambda i: hosts.get(i, ""))  # "" for rows stored before ids
@@ -391,15 +402,34 @@ def load(claim: str, root: Path | None = None, *, latest: bool = True, sets: str
     frame["process_rounds"] = [[] for _ in range(len(frame))]
     if latest:
         frame = _join_processes(frame.sort_values("created_at", kind="stable"))
-    return frame.reset_index(drop=True)
+    return frame.assign(noisy=_noisy(frame), host_bound=_host_bound(frame)).reset_index(drop=True)
+
+
+def _slowdowns(state: Mapping) -> list[str]:
+    """The clock slowdowns (`nvml.SLOWDOWNS`) a group's GPU state names at its start or end."""
+    return sorted({name for moment in state.values() if isinstance(moment, Mapping)
+                   for name in moment.get("slowdowns") or ()})
+
+
+def _noisy(frame: pd.DataFrame) -> pd.Series:
+    """Whether each timed row is noisy under the current rule (`stats.NOISE_BOUND`), from its re-run interval (a
+    joined row's formed again): never the flag its file stored, which an older rule may have set. None where a row
+    has no interval."""
+    half = (frame["ci_high_s"] - frame["ci_low_s"]) / 2 / frame["median_s"]
+    return half.gt(stats.NOISE_BOUND).astype(object).where(half.notna() & frame["median_s"].gt(0), None)
+
+
+def _host_bound(frame: pd.DataFrame) -> pd.Series:
+    """Whether each GPU row's time per call exceeds the GPU's own work in it (`device_s`) by more than
+    `observe.HOST_BOUND`: the host's launches, not the GPU, set its time. None where no device time was measured."""
+    measured = frame["device_s"].gt(0) & frame["median_s"].notna()
+    return frame["median_s"].gt(HOST_BOUND * frame["device_s"]).astype(object).where(measured, None)
 
 
 def _join_processes(frame: pd.DataFrame) -> pd.DataFrame:
     """One row per configuration and hardware set: the newest row of worker process 0 (or, where it has none, the
     newest of any), joined with the newest `ok` row each other process stored after it (a `--rerun` starts again
     at process 0, so the rows of an earlier run are left out). `frame` is sorted by `created_at`."""
-    from lstmstudy import stats
-
     keys = ["hardware_id", *KEY_COLUMNS]
     several = frame.groupby(keys, sort=False, dropna=False).process.transform("max") > 0
     single = frame[~several].drop_duplicates(keys, keep="last")
@@ -421,11 +451,11 @@ def _join_processes(frame: pd.DataFrame) -> pd.DataFrame:
         joined["process_rounds"] = [len(each) for each in sizes]
         joined["round_seed"] = ",".join(str(part.round_seed) for part in parts)
         joined["n_samples"] = len(joined["samples"])
-        joined["noisy"] = any(part.noisy is True for part in parts)
+        joined["throttled"] = any(part.throttled is True for part in parts) or base.throttled
         joined["created_at"] = max(part.created_at for part in parts)
         joined["median_s"], joined["ci_low_s"], joined["ci_high_s"] = stats.row_median(joined)
         joined["p25_s"], joined["p75_s"] = np.percentile(joined["samples"], [25, 75])
         rows.append(joined)
     joined = pd.DataFrame(rows, columns=frame.columns).astype({c: frame[c].dtype for c in frame.columns
-                                                              if c not in ("round_seed", "noisy")})
+                                                              if c not in ("round_seed", "throttled")})
     return pd.concat([single.astype({"round_seed": object}), joined]).sort_values("created_at", kind="stable")

@@ -1,6 +1,7 @@
 """How a claim's rule decides, shared by the claims, the published data's rules and the pages: outcomes,
 verdicts and their kind of evidence, regions of a statistic decided on its interval (`Bands`), rules made of
-parts (`combine`, `crossover`), and no verdict where a set's noise was never assessed (`assess_noise`).
+parts (`combine`, `crossover`), no verdict where a set's noise was never assessed (`assess_noise`), and what a GPU
+set's rows timed (`gpu_timing`, `mark_host_bound`).
 
 A rule is decided on an interval, never on a point estimate: an interval that straddles an edge between two
 outcomes is `INCONCLUSIVE`. Torch-free: the rendering house judges stored results with it.
@@ -18,6 +19,7 @@ from enum import Enum
 import numpy as np
 import pandas as pd
 
+from lstmstudy.observe import HOST_BOUND
 from lstmstudy.stats import NOISY_WORDS
 
 
@@ -93,6 +95,8 @@ class Verdict:
     parts: tuple[tuple[str, float, float], ...] = ()
     #: the fewest timings of a row the verdict rests on, where that is too few for a 95% interval (`fewest_timings`)
     fewest_timings: int | None = None
+    #: whether host-bound rows are among those it rests on (`mark_host_bound`)
+    host_bound: bool = False
 
     @property
     def evidence(self) -> str:
@@ -171,6 +175,48 @@ def one_burst_sets(results: pd.DataFrame) -> set[str]:
     rounds = ok.round_sizes.map(lambda sizes: len(sizes) if isinstance(sizes, (list, tuple)) else 0)
     most = rounds.groupby(ok.hardware_id).max()
     return set(most[most < 2].index)
+
+
+#: a GPU row is host-bound (`results.load`'s `host_bound`) where its time per call is over `observe.HOST_BOUND` times
+#: the GPU's own work in it (`device_s`): the GPU waited on the host's launches, so the row timed the host
+HOST_BOUND_WORDS = f"their time is over {HOST_BOUND:g}x the GPU's own work"
+#: what a page says beside a verdict that rests on host-bound rows (`Verdict.host_bound`), wherever it shows it
+RESTS_ON_HOST_BOUND = "rests on host-bound rows: the host's launches, not the GPU, set their time"
+#: what a page says of a GPU row without the GPU's own time per call (`device_s`): one stored before it was, say
+NO_DEVICE_TIME = "device time not recorded"
+
+
+def gpu_timing(rows: pd.DataFrame) -> str:
+    """What a GPU set's timed rows say of what they timed, where a page describes the set: how many are host-bound,
+    or that they recorded no device time, and how many ran while the GPU named a clock slowdown (`results.load`'s
+    `throttled`), where any did; '' for a CPU set."""
+    ok = rows[(rows.status == "ok") & rows.hardware_id.str.startswith("cuda-")] if not rows.empty else rows
+    if ok.empty:
+        return ""
+    bound = ok["host_bound"].dropna() if "host_bound" in ok else pd.Series(dtype=object)
+    if bound.empty:
+        timers = ok["timer"].fillna("").astype(bool) if "timer" in ok else pd.Series(False, index=ok.index)
+        words = [f"{NO_DEVICE_TIME}: rows stored before it was" if not timers.any() else
+                 f"{NO_DEVICE_TIME} for its rows"]
+    else:
+        without = len(ok) - len(bound)
+        words = [f"{int(bound.sum())} of {len(bound)} timed rows host-bound ({HOST_BOUND_WORDS})"
+                 + (f", {without} without device time" if without else "")]
+    throttled = int(ok["throttled"].eq(True).sum()) if "throttled" in ok else 0
+    if throttled:
+        words.append(f"{throttled} of {len(ok)} timed rows ran while the GPU named a clock slowdown (throttled)")
+    return "; ".join(words)
+
+
+def mark_host_bound(verdicts: Sequence[Verdict], results: pd.DataFrame) -> list[Verdict]:
+    """The verdicts, a GPU one marked `host_bound` where its set holds host-bound `ok` rows of the claim (near enough
+    the rows its rule reads: which rows each rule reads is its own)."""
+    if results.empty or "host_bound" not in results:
+        return list(verdicts)
+    ok = results[results.status == "ok"]
+    bound = set(ok.loc[ok.host_bound.eq(True), "hardware_id"])
+    return [replace(v, host_bound=True) if v.evidence == GPU and v.outcome != Outcome.NOT_MEASURED
+            and bound.intersection(v.hardware_id.split(" vs ")) else v for v in verdicts]
 
 
 @dataclass(frozen=True)
@@ -304,6 +350,9 @@ TERMS = {
                  "claim's mechanism, and never counted as ours",
     "noisy": f"a row whose own 95% re-run interval stayed wider than the timing plan's bound after every round "
              f"({NOISY_WORDS}); figures ring it in red, and a verdict resting on it says so",
+    "host-bound": f"a GPU row whose time per call is over {HOST_BOUND:g}x the GPU's own work in it (its kernels' "
+                  f"summed durations, from a profiled pass apart from the timed rounds): the GPU waited on the host's "
+                  f"launches, so the row timed the host; a verdict resting on such rows says so",
     "modelled": "a figure from a cost model, not a measurement (claim 7 on one GPU): valid only under the "
                 "assumptions its page lists, never a verdict",
 }

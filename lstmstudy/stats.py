@@ -26,6 +26,9 @@ import pandas as pd
 #: plans more rounds for it, then flags it): +-14% is a 95% confidence interval of about +-10%
 NOISE_BOUND = 0.14
 NOISY_WORDS = f"95% re-run interval wider than +-{NOISE_BOUND:.0%}"
+#: the fewest timed calls a measured row gets (`timing.plan`): with 5 rounds, 4 a burst. Fewer left a fifth of the
+#: first H100 set's rows with 5-8 timings, too few for an interval that a second run falls inside
+MIN_CALLS = 20
 
 #: what identifies one configuration across kernels (a ratio pairs rows that agree on all of these)
 SHAPE_KEYS = ["hardware_id", "phase", "precision", "batch", "timesteps", "features", "hidden", "layers",

@@ -45,7 +45,8 @@ from lstmstudy import hardware, results, terminal
 from lstmstudy.backends import ieee_fp32
 from lstmstudy.contract import Point, PointResult, Prepared
 from lstmstudy.errors import DeviceFailed, Skip, SpeedChanged, StudyError, WorkerFailed
-from lstmstudy.timing import Rounds, interleave
+from lstmstudy.observe import device_time
+from lstmstudy.timing import Queued, Rounds, interleave
 
 #: prepare(point, device): a `Prepared` point to time in the group's rounds, or, for a point measured its
 #: own way (an energy window, profiled sessions), its finished `PointResult`
@@ -242,7 +243,9 @@ def make_row(claim: str, point: Point, device: torch.device, fp: hardware.Finger
                    achieved_flops=outcome.flops / m.median if outcome.flops and m.median > 0 else None,
                    energy_j=outcome.energy_j, observed_kernel=outcome.observed.kernel,
                    observed_detail=outcome.observed.detail_text(), predicted_kernel=outcome.predicted_kernel,
-                   compute_dtype=outcome.compute_dtype)
+                   compute_dtype=outcome.compute_dtype, timer=m.timer)
+        if outcome.device is not None:
+            row.update(device_s=outcome.device.seconds, kernels_per_call=outcome.device.kernels)
     return row
 
 
@@ -287,10 +290,26 @@ def measure_group(points: list[Point], prepare: Prepare, device: torch.device,
     timed = interleave({i: (p.step, p.sync) for i, p in ready.items()}, plan) if ready else {}
     for index, m in timed.items():
         try:
-            out[index] = m if isinstance(m, Exception) else ready[index].finish(m)
+            out[index] = m if isinstance(m, Exception) else _with_device_time(ready[index].finish(m), ready[index],
+                                                                               device)
         except Exception as exc:  # noqa: BLE001
             out[index] = exc
     return out
+
+
+def _with_device_time(result: PointResult, prepared: Prepared, device: torch.device) -> PointResult:
+    """`result` with the GPU's own time per call of its step (`observe.device_time`, one profiled pass after the
+    rounds), where its protocol did not measure it; unchanged on a CPU, and where the profiler fails (the timed row
+    stands without device time, which its page then says) unless the failure poisoned the CUDA context."""
+    if result.device is not None or device.type != "cuda":
+        return result
+    step = prepared.step.step if isinstance(prepared.step, Queued) else prepared.step
+    try:
+        return replace(result, device=device_time(step, prepared.sync, device))
+    except Exception as exc:  # noqa: BLE001 - a profiler's failure costs the row its device time, not its timing
+        if is_fatal_cuda_error(exc):
+            raise
+        return result
 
 
 def _rows(claim: str, group: list[Point], outcomes: list[PointResult | Exception], dev: torch.device,
@@ -336,20 +355,22 @@ def _store_unavailable(claim: str, todo: list[Point], protocol: GroupProtocol, d
 
 
 def check_speed(claim: str, fp: hardware.Fingerprint, root: Path | None = None) -> None:
-    """Refuse to add rows to a set whose stored runs ran at another speed (`hardware.calibrate`): the claims pair
-    rows of one set in ratios, and rows timed 2x apart in speed would make each ratio 2x wrong."""
-    stored = [f["calibration_s"] for f in results.fingerprints(claim, root).get(fp.hardware_id, [])
-              if f.get("calibration_s")]
-    if not stored or fp.calibration_s is None:
-        return
-    typical = statistics.median_high(stored)
-    apart = hardware.speed_ratio(fp.calibration_s, typical)
-    if apart > hardware.SPEED_TOLERANCE:
-        raise SpeedChanged(
-            f"{claim} on {fp.hardware_id}: this machine ran the speed calibration in {fp.calibration_s * 1e3:.3g} "
-            f"ms, the runs that stored this set in {typical * 1e3:.3g} ms ({apart:.1f}x apart): its rows would be "
-            f"paired with rows timed at another speed. Measure the whole set again at this speed with --rerun (the "
-            f"pages read the newest rows), or measure on the machine that stored it")
+    """Refuse to add rows to a set whose stored runs ran at another speed (`hardware.calibrate`, the device's
+    arithmetic, and `hardware.calibrate_host`, the host's launches): the claims pair rows of one set in ratios, and
+    rows timed 2x apart in speed would make each ratio 2x wrong. Most GPU rows are host-bound, so either may differ."""
+    stored = results.fingerprints(claim, root).get(fp.hardware_id, [])
+    for field_name, what in (("calibration_s", "speed calibration"), ("host_calibration_s", "host's launch calibration")):
+        now, before = getattr(fp, field_name), [f[field_name] for f in stored if f.get(field_name)]
+        if not before or now is None:
+            continue
+        typical = statistics.median_high(before)
+        apart = hardware.speed_ratio(now, typical)
+        if apart > hardware.SPEED_TOLERANCE:
+            raise SpeedChanged(
+                f"{claim} on {fp.hardware_id}: this machine ran the {what} in {now * 1e3:.3g} ms, the runs that "
+                f"stored this set in {typical * 1e3:.3g} ms ({apart:.1f}x apart): its rows would be paired with rows "
+                f"timed at another speed. Measure the whole set again at this speed with --rerun (the pages read the "
+                f"newest rows), or measure on the machine that stored it")
 
 
 def run(claim: str, points: Iterable[Point], prepare: Prepare | GroupProtocol, plan: Rounds = Rounds(), *,
@@ -447,7 +468,9 @@ def run_process(claim: str, points: list[Point], prepare: Prepare | GroupProtoco
                 slow: frozenset[str], progress: bool) -> SweepReport:
     """One worker's pass of `run`: every point this `process` has not stored yet, timed in `plan`'s rounds."""
     dev = hardware.resolve_device(device)
-    fp = replace(hardware.fingerprint(dev), calibration_s=hardware.calibrate(dev))
+    with ieee_fp32(dev):  # the arithmetic every row of the sweep holds
+        fp = replace(hardware.fingerprint(dev), calibration_s=hardware.calibrate(dev),
+                     host_calibration_s=hardware.calibrate_host(dev) if dev.type == "cuda" else None)
     if not rerun:
         check_speed(claim, fp, root)
     results.record_fingerprint(claim, fp.as_dict(), root)
@@ -476,7 +499,7 @@ def run_process(claim: str, points: list[Point], prepare: Prepare | GroupProtoco
                 report.left = left
                 break
             bar.set_postfix_str(label(group[0]) + (f" and {len(group) - 1} more" if len(group) > 1 else ""))
-            start, conditions = time.monotonic(), hardware.conditions()
+            start, conditions, gpu_before = time.monotonic(), hardware.conditions(), hardware.gpu_state(dev)
             started = datetime.now(timezone.utc).isoformat(timespec="seconds")
             cut_off = [make_row(claim, point, dev, fp, status="error", error=CUT_OFF.format(started=started),
                                 conditions=conditions, process=process) for point in group]
@@ -499,8 +522,9 @@ def run_process(claim: str, points: list[Point], prepare: Prepare | GroupProtoco
                                                     "one call with this deadline cannot measure it; use a longer "
                                                     "--deadline, or none, with --retry-errors") for _ in group]
                 rows, unusable = _rows(claim, group, outcomes, dev, fp, conditions, report, bar)
+                state = {"start": gpu_before, "end": hardware.gpu_state(dev)} if gpu_before else None
                 for row in rows:
-                    row["process"] = process
+                    row.update(process=process, gpu_state=state)
                 deadline.record(claim, time.monotonic() - start)
                 results.append(claim, fp.hardware_id, rows, root)
             bar.update(len(group))

@@ -34,6 +34,9 @@ from lstmstudy import stats
 from lstmstudy.frameworks import QUEUE_CALLS, QUEUE_FEWEST, QUEUE_S
 
 Sync = Callable[[], object]
+#: the `Measurement.sync` names of samples not read off the host clock: the GPU's CUDA events (`measure`), and the
+#: profiler's kernel times (claim 4's profiled rows, `protocols.in_kernel`)
+OWN_CLOCKS = ("cuda-events", "profiler")
 
 
 @dataclass(frozen=True)
@@ -59,6 +62,14 @@ class Measurement:
     @property
     def n(self) -> int:
         return len(self.samples)
+
+    @property
+    def timer(self) -> str:
+        """What clock made the samples, as a row stores it: CUDA events, the profiler (`OWN_CLOCKS`), or the host
+        clock and the sync it waited on (`host-clock`, `host-clock+sync_devices`), with DeepBench's queue where a
+        sample queued several calls."""
+        clock = self.sync if self.sync in OWN_CLOCKS else "host-clock" + ("" if self.sync == "none" else f"+{self.sync}")
+        return clock + (f", {self.calls} queued calls a sample" if self.calls > 1 else "")
 
     @property
     def rounds(self) -> list:
@@ -338,10 +349,14 @@ class Rounds:
     shuffled order: `burst_warmup` untimed calls (the previous burst ran another step, which may have
     evicted this one's caches), then samples for at least `burst_s` seconds and `burst_min_samples`
     calls, at most `burst_max_samples`. A step whose last warm-up call took `burst_s` or more gets one
-    call per burst and no warm-up call before it: its own length dwarfs what a cold cache costs, and a
-    group of second-long steps would otherwise take minutes. While a step's 95% interval is wider than
+    call per burst (or its share of `min_calls`) and no warm-up call before it: its own length dwarfs what a
+    cold cache costs, and a group of second-long steps would otherwise take minutes. While a step's 95% interval is wider than
     `noise_bound` of its median (half width), up to `extra_rounds` more rounds of the whole group follow;
     a step still that noisy after them is flagged `noisy`.
+
+    `min_calls`: the fewest timed calls a step gets over all its rounds (and all `processes`): each burst takes at
+    least its share, `min_calls / rounds`, so a step that fills a burst with one call (a whole epoch, a compile)
+    still gets enough timings for its interval; a queued sample counts its calls.
 
     `processes`: how many worker processes the sweep spreads the rounds over (`sweep`, pyperf's method), one after
     another, each a fresh interpreter timing `each()`'s rounds: the noise a row's interval carries then includes what
@@ -356,10 +371,11 @@ class Rounds:
     burst_max_samples: int = 100
     extra_rounds: int = 3
     noise_bound: float = stats.NOISE_BOUND
+    min_calls: int = 1
     processes: int = 1
 
     def __post_init__(self) -> None:
-        if (self.rounds < 1 or self.processes < 1 or self.warmup < 0 or self.burst_warmup < 0 or self.burst_s < 0
+        if (self.rounds < 1 or self.processes < 1 or self.min_calls < 1 or self.warmup < 0 or self.burst_warmup < 0 or self.burst_s < 0
                 or not 1 <= self.burst_min_samples <= self.burst_max_samples or self.extra_rounds < 0
                 or not self.noise_bound > 0):
             raise ValueError(f"invalid timing plan: {self}")
@@ -370,7 +386,15 @@ class Rounds:
         if self.processes == 1:
             return self
         return replace(self, rounds=max(2, math.ceil(self.rounds / self.processes)),
-                       extra_rounds=math.ceil(self.extra_rounds / self.processes), processes=1)
+                       extra_rounds=math.ceil(self.extra_rounds / self.processes),
+                       min_calls=math.ceil(self.min_calls / self.processes), processes=1)
+
+    def samples_per_burst(self, calls_per_sample: int = 1, *, alone: bool = False) -> int:
+        """The fewest samples a burst takes: `burst_min_samples` (one for a step that fills a burst `alone`), more
+        where `rounds` bursts would not reach `min_calls` calls (a queued sample holds `calls_per_sample`), within
+        `burst_max_samples`."""
+        share = math.ceil(self.min_calls / self.rounds / calls_per_sample)
+        return min(self.burst_max_samples, max(1 if alone else self.burst_min_samples, share))
 
     def with_min_time(self, min_time: float) -> Rounds:
         """This plan with `min_time` seconds of sampling per step spread over its rounds."""
@@ -384,12 +408,12 @@ WORKER_PROCESSES = 3
 
 def plan(min_time: float, quick: bool, **changes: object) -> Rounds:
     """How a claim's sweep times each group of compared points: `min_time` seconds of samples per point spread
-    over 5 interleaved rounds, shared among `WORKER_PROCESSES` processes (2 each), and up to 3 more rounds while a
-    point is noisy (`stats.NOISE_BOUND`). A quick run only checks the plumbing: 2 short rounds in one process. `changes`
+    over 5 interleaved rounds, shared among `WORKER_PROCESSES` processes (2 each), at least `stats.MIN_CALLS` timed calls
+    a point, and up to 3 more rounds while a point is noisy (`stats.NOISE_BOUND`). A quick run only checks the plumbing: 2 short rounds in one process. `changes`
     adapt the plan to a claim's steps (fewer warm-up calls where one step takes a second)."""
     if quick:
         return replace(Rounds(rounds=2, warmup=1, burst_s=0.005, burst_min_samples=1, extra_rounds=0), **changes)
-    return replace(Rounds(processes=WORKER_PROCESSES), **changes).with_min_time(min_time)
+    return replace(Rounds(processes=WORKER_PROCESSES, min_calls=stats.MIN_CALLS), **changes).with_min_time(min_time)
 
 
 def interleave(steps: Mapping[Hashable, tuple[Callable[[], object], Sync | None]], plan: Rounds = Rounds(), *,
@@ -403,8 +427,7 @@ def interleave(steps: Mapping[Hashable, tuple[Callable[[], object], Sync | None]
     seed = random.SystemRandom().randrange(2**32) if seed is None else seed
     order = random.Random(seed)
     burst = dict(warmup=plan.burst_warmup, min_time=plan.burst_s, max_time=max(plan.burst_s, 1e-9),
-                 min_samples=plan.burst_min_samples, max_samples=plan.burst_max_samples, target_rel_iqr=math.inf)
-    long_burst = dict(burst, warmup=0, min_samples=1)  # for a step that takes a burst's time or more
+                 max_samples=plan.burst_max_samples, target_rel_iqr=math.inf)
     bursts: dict[Hashable, dict] = {}
     failed: dict[Hashable, Exception] = {}
     samples: dict[Hashable, list[float]] = {name: [] for name in steps}
@@ -428,8 +451,11 @@ def interleave(steps: Mapping[Hashable, tuple[Callable[[], object], Sync | None]
         for name in steps:  # warm-up; its last call's time picks the step's bursts, and is not kept
             if warm := run(name, warmup=max(plan.warmup - 1, 0), min_time=0, max_time=0, min_samples=1,
                            max_samples=1):
-                # a queued sample lasts its calls' time: what decides whether it fills a burst alone
-                bursts[name] = long_burst if warm.samples[0] * warm.calls >= plan.burst_s else burst
+                # a queued sample lasts its calls' time: what decides whether it fills a burst alone (then no
+                # burst warm-up, and only the burst's share of `min_calls`)
+                alone = warm.samples[0] * warm.calls >= plan.burst_s
+                bursts[name] = dict(burst, min_samples=plan.samples_per_burst(warm.calls, alone=alone),
+                                    **(dict(warmup=0) if alone else {}))
         done = 0
         while live := [name for name in steps if name not in failed]:
             if done >= plan.rounds and (done >= plan.rounds + plan.extra_rounds or not any(map(noisy, live))):

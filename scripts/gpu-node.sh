@@ -2,9 +2,10 @@
 # One call on an offline GPU node (README: "Measure on an offline GPU node"), so that every call of a short
 # GPU lease is one line and none forgets a step:
 #
-#   bash scripts/gpu-node.sh check                  carried wheels in, the smoke check, and the tests marked gpu
-#                                                   where LSTMSTUDY_CHECK_TESTS=1 (stopped after $LSTMSTUDY_CHECK_S,
-#                                                   default 180 s)
+#   bash scripts/gpu-node.sh check                  carried wheels in, the smoke check, and the GPU tests of the
+#                                                   timing (tests/test_gpu_timing.py, under 30 s; LSTMSTUDY_CHECK_TESTS
+#                                                   =all: every test marked gpu, =0: none), stopped after
+#                                                   $LSTMSTUDY_CHECK_S (default 180 s)
 #   bash scripts/gpu-node.sh measure SECONDS [ARGS]  `lstmstudy measure --device cuda --plan lease` until the
 #                                                   deadline: the five judged claims on the grids their verdicts read,
 #                                                   then every default grid (lstmstudy.claims.LEASE_ORDER, GPU_ORDER);
@@ -21,8 +22,9 @@
 # Before either, it builds claim 4's C++ loop harness (`python -m lstmstudy.native build`, in $LSTMSTUDY_NATIVE_BUILD,
 # default beside $LSTMSTUDY_RESULTS; $LSTMSTUDY_BUILD_S bounds it, default 180 s); a CPU rehearsal skips it.
 #
-# Needs LSTMSTUDY_HOST (a stable name: the node may be renamed at boot) and LSTMSTUDY_GIT_COMMIT (the copy has
-# no .git). LSTMSTUDY_DEVICE (default cuda) names the device to check and measure: `cpu` rehearses a call here.
+# Needs LSTMSTUDY_GIT_COMMIT (the copy has no .git). The result sets are named after the GPUs' own UUIDs, which NVML
+# reads (`hardware.host_tag`), so two nodes never share one; LSTMSTUDY_HOST names the host only where NVML cannot.
+# LSTMSTUDY_DEVICE (default cuda) names the device to check and measure: `cpu` rehearses a call here.
 # Results are written outside the checkout, to $LSTMSTUDY_RESULTS (a folder named results; default
 # /tmp/lstmstudy-node/results, filled from the checkout's results/ by the first call), so that a second call on the
 # same node resumes from the first's rows without their coming back here first: the device tool lays the checkout
@@ -39,7 +41,6 @@ if [ -n "${OUT:-}" ]; then
     exec > >(tee -a "$OUT/console.log") 2> >(tee -a "$OUT/console.log" >&2)
 fi
 
-: "${LSTMSTUDY_HOST:?set LSTMSTUDY_HOST to a stable name for this node}"
 : "${LSTMSTUDY_GIT_COMMIT:?set LSTMSTUDY_GIT_COMMIT to the commit this copy holds, with +dirty if it has changes}"
 PY=${PYTHON:-python3}
 DEVICE=${LSTMSTUDY_DEVICE:-cuda}
@@ -126,14 +127,19 @@ check() {
     timeout --kill-after=10 "${LSTMSTUDY_CHECK_S:-180}" bash -c '
         "$0" -m lstmstudy.cli env --device "$1" --check
         checked=$?
-        if [ "${LSTMSTUDY_CHECK_TESTS:-0}" != 1 ]; then
-            tested=0  # the smoke check above already ran every kernel that measuring needs
+        case "${LSTMSTUDY_CHECK_TESTS:-timing}" in
+            0) tests=() ;;  # the smoke check above already ran every kernel that measuring needs
+            # every test marked gpu; one module that fails to collect must not keep the others from running
+            all) tests=(-m gpu --continue-on-collection-errors) ;;
+            *) tests=(tests/test_gpu_timing.py) ;;  # what the rows rest on: IEEE fp32, device time, the clocks
+        esac
+        if [ "${#tests[@]}" = 0 ]; then
+            tested=0
         elif "$0" -c "import pytest, hypothesis" 2>/dev/null; then
-            # one module that fails to collect must not keep the others from running
-            "$0" -m pytest -q -m gpu -p no:cacheprovider --continue-on-collection-errors
+            "$0" -m pytest -q -p no:cacheprovider "${tests[@]}"
             tested=$?
         else
-            echo "pytest or hypothesis cannot be imported here: the tests marked gpu were not run" >&2
+            echo "pytest or hypothesis cannot be imported here: the GPU tests were not run" >&2
             tested=1
         fi
         exit $(( checked ? 3 : tested ))' "$PY" "$DEVICE"

@@ -359,7 +359,8 @@ def test_the_summary_whiskers_are_the_verdicts_interval():
 def test_the_lease_times_every_seed_case_it_can_with_its_baseline():
     lease = claim.CLAIM.lease
     assert {"keras.relu", "keras.recurrent_dropout", "keras.generic", "keras.cudnn_auto"} <= lease.kernels
-    assert {"torch.native", "torch.fused"} <= lease.kernels and lease.overrides["blog_model"] is False
+    # PyTorch's own loop is the pooled context's alone: the default grid times it after the lease's five claims
+    assert not {"torch.native", "torch.fused"} & lease.kernels and lease.overrides["blog_model"] is False
 
 
 def test_the_explainers_cost_line_names_the_keras_backend(tmp_path):

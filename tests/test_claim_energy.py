@@ -27,7 +27,7 @@ from matplotlib.collections import PolyCollection  # noqa: E402
 from lstmstudy import claims, contract, hardware, notebook, nvml, plots, results, sweep  # noqa: E402
 from lstmstudy.claims import energy as claim  # noqa: E402
 from lstmstudy.errors import ParameterError, Skip  # noqa: E402
-from lstmstudy.nvml import ENERGY_COUNTER_PERIOD_S, GpuMeasurement, WindowResult, nvml_available  # noqa: E402
+from lstmstudy.nvml import ASSUMED_COUNTER_PERIOD_S, GpuMeasurement, WindowResult, nvml_available  # noqa: E402
 from lstmstudy.observe import Observation  # noqa: E402
 from lstmstudy.protocols import energy_windows  # noqa: E402
 from lstmstudy.rapl import HostReading  # noqa: E402
@@ -518,10 +518,24 @@ def test_the_stored_h100_set_reads_undecided_and_says_why():
 
 class FakeMonitor:
     """A `GpuMonitor` stand-in: idle windows (key 'idle') draw `idle_w`, work windows `busy_w`, timed on the
-    real clock; the first `unmeasured` windows report no energy."""
+    real clock; the first `unmeasured` windows report no energy. What it does goes into `log` (a list a test
+    may share between monitors): 'baseline', 'settle' and each window's key."""
 
-    def __init__(self, busy_w: float = 100.0, idle_w: float = 30.0, unmeasured: int = 0) -> None:
+    counter_period_s = period_s = 0.025
+    min_window_s = 0.0
+
+    def __init__(self, busy_w: float = 100.0, idle_w: float = 30.0, unmeasured: int = 0,
+                 log: list[str] | None = None) -> None:
         self.busy_w, self.idle_w, self.unmeasured, self.windows = busy_w, idle_w, unmeasured, []
+        self.log = [] if log is None else log
+
+    def baseline_power_w(self) -> float:
+        self.log.append("baseline")
+        return self.idle_w
+
+    def settle(self, baseline_w: float) -> nvml.Settled:
+        self.log.append("settle")
+        return nvml.Settled(0.01, baseline_w == self.idle_w, self.idle_w)
 
     @contextmanager
     def window(self, key):
@@ -538,6 +552,7 @@ class FakeMonitor:
                 energy_source="counter", mean_power_w=watts, peak_power_w=watts, mean_util_pct=50.0,
                 peak_memory_bytes=0, n_samples=2, warning="" if measured else "the energy counter did not increase")
             self.windows.append(holder.result)
+            self.log.append(key)
 
     def __enter__(self):
         return self
@@ -564,15 +579,15 @@ class FakeHost:
 
 def test_the_window_grows_until_it_is_long_enough_and_measured():
     monitor = FakeMonitor(unmeasured=1)
-    m, gm = nvml.energy_window(lambda: time.sleep(0.002), None, monitor, n=3, window_s=0.05)
+    n, gm = nvml.energy_window(lambda: time.sleep(0.002), monitor, n=3, window_s=0.05)
     assert len(monitor.windows) >= 2 and monitor.windows[0].energy_j is None
     assert gm.duration_s >= 0.05 and gm.energy_j == pytest.approx(100.0 * gm.duration_s)
-    assert m.n >= 3 and sum(m.samples) <= gm.duration_s  # the stored samples are the window's steps
+    assert n >= 3 * 2  # doubled once for the unmeasured window, and grown further where it came out short
 
 
 def test_a_window_never_measured_raises_instead_of_storing_a_number():
     with pytest.raises(RuntimeError, match="did not increase"):
-        nvml.energy_window(lambda: None, None, FakeMonitor(unmeasured=99), n=3, window_s=0.0)
+        nvml.energy_window(lambda: None, FakeMonitor(unmeasured=99), n=3, window_s=0.0)
 
 
 def test_a_window_is_sized_from_host_wall_time_not_the_device_timed_median(monkeypatch):
@@ -588,7 +603,8 @@ def test_a_window_is_sized_from_host_wall_time_not_the_device_timed_median(monke
     monkeypatch.setattr(energy_windows, "time_call", device_timed)
     monitor, window_s = FakeMonitor(), 0.05
     windows = energy_windows.KernelWindows(SimpleNamespace(step=lambda: time.sleep(0.002)), None, window_s,
-                                           lambda: monitor, dict(min_time=0.01, max_time=0.05, min_samples=3))
+                                           lambda period_s: monitor, dict(min_time=0.01, max_time=0.05, min_samples=3),
+                                           energy_windows.RunState())
     windows()  # the rounds' warm-up call sizes the window
     # about a quarter of the steps the device-timed median asks for (4x more than fit the window)
     device_n = nvml.repetitions(medians[0], window_s)
@@ -597,45 +613,69 @@ def test_a_window_is_sized_from_host_wall_time_not_the_device_timed_median(monke
     (kept,) = windows.kept
     # the window lasts about what was planned (window_s with the margin), not the 4x that from the median
     assert window_s <= kept.work.duration_s < 2 * nvml.SIZING_MARGIN * window_s
-    assert kept.idle is None  # this point asked for no idle window
+    assert kept.idle is None and kept.after is None  # this point asked for no idle window
+    assert set(monitor.log) == {"energy"}  # and so waited for no settling either
 
 
-def _group(points, factory, host_energy, rounds: int = 3):
+def _group(points, factory, host_energy, rounds: int = 3, state: energy_windows.RunState | None = None):
+    state = energy_windows.RunState() if state is None else state  # one a run, shared by its points
     prepare = lambda point, device: energy_windows.prepare_point(  # noqa: E731
-        point, device, timing=dict(min_time=0.01, max_time=0.05, min_samples=3),
+        point, device, timing=dict(min_time=0.01, max_time=0.05, min_samples=3), state=state,
         unavailable_reason=lambda d: None, monitor_factory=factory, host_energy=host_energy)
     return sweep.measure_group(points, prepare, torch.device("cpu"), energy_windows.window_rounds(rounds))
 
 
-def test_each_window_runs_right_after_an_idle_window_of_its_own_and_stores_both(tmp_path):
+def _calls(log: list[str]) -> list[str]:
+    """The protocol's log with each window of work once (a short one runs again, at once)."""
+    return [e for i, e in enumerate(log) if not (e == "energy" and i and log[i - 1] == "energy")]
+
+
+def test_every_window_of_work_sits_between_idle_windows_started_from_the_baseline(tmp_path):
     shape = LSTMShape(batch=4, timesteps=4, features=4, hidden=8)
     points = [contract.Point(k, shape, config={"window_s": 0.03, "idle_s": 0.02})
               for k in ("torch.fused", "torch.native")]
-    monitors = []
+    monitors, periods, log = [], [], []
 
-    def factory(device, sync):
-        monitors.append(FakeMonitor(busy_w=50.0, idle_w=30.0))
+    def factory(device, sync, period_s):
+        periods.append(period_s)
+        monitors.append(FakeMonitor(busy_w=50.0, idle_w=30.0, log=log))
         return monitors[-1]
 
     outcomes = _group(points, factory, lambda: (FakeHost(20.0), ""))
     assert all(isinstance(o, contract.PointResult) for o in outcomes), outcomes
-    # one monitor per call (nothing stays open between rounds), each an idle window then at once the work's (run
-    # again, longer, where it came out short: a busy host can slow the steps after the window was sized)
-    assert len(monitors) == 2 * 3
-    assert all(m.windows[0].key == "idle" and {w.key for w in m.windows[1:]} == {"energy"} for m in monitors)
+    # the group's baseline once, before any of its work; then 2 points x 3 rounds, each window of work between two
+    # idle windows, each after a wait for power to settle: the idle window after one call is the one before the
+    # next, so every round starts and ends idle
+    assert _calls(log) == ["baseline", "settle", "idle"] + ["energy", "settle", "idle"] * 2 * 3
+    # one monitor for the baseline, which measures the counter's period, then one per call, which goes by it
+    # (nothing stays open between rounds)
+    assert len(monitors) == 1 + 2 * 3 and periods == [None] + [FakeMonitor.period_s] * 2 * 3
     assert len({o.measurement.seed for o in outcomes}) == 1  # one group, the same rounds
     for out in outcomes:
         detail = out.observed.detail
-        assert len(detail["window_energy_j"]) == len(detail["window_idle_energy_j"]) == 3
+        assert detail["baseline_w"] == 30.0 and detail["counter_period_s"] == FakeMonitor.counter_period_s
+        for prefix in ("window_idle", "window_idle_after"):
+            assert len(detail[f"{prefix}_energy_j"]) == len(detail[f"{prefix}_duration_s"]) == 3
+            assert all(d >= 0.02 for d in detail[f"{prefix}_duration_s"])
+            assert detail[f"{prefix}_settle_s"] == [0.01] * 3 and detail[f"{prefix}_settled"] == [True] * 3
+        assert len(detail["window_energy_j"]) == 3
         assert len(out.measurement.round_sizes) == 3 and sum(out.measurement.round_sizes) == out.measurement.n
         assert all(d >= 0.03 for d in detail["window_duration_s"])  # no window shorter than asked
-        assert all(d >= 0.02 for d in detail["window_idle_duration_s"])
+        # each step's time is its window's duration / N: one round of equal samples a window
+        for round_, seconds, n in zip(out.measurement.rounds, detail["window_duration_s"],
+                                      out.measurement.round_sizes):
+            assert list(round_) == pytest.approx([seconds / n] * n)
         assert out.energy_j == pytest.approx(sum(detail["window_energy_j"]))
         assert detail["host_energy_source"] == "RAPL package-0" and "host_energy_missing" not in detail
         for joules, seconds in [(detail["window_host_energy_j"], detail["window_host_duration_s"]),
                                 (detail["window_host_idle_energy_j"], detail["window_host_idle_duration_s"])]:
             assert np.asarray(joules) / np.asarray(seconds) == pytest.approx([20.0] * 3, rel=1e-3)
         assert out.observed.kernel in ("onednn", "aten-loop") and out.measurement.noisy in (True, False)
+    # the idle window that ended one call opened the next: every window but the first is both
+    fused, native = (o.observed.detail for o in outcomes)
+    befores = fused["window_idle_energy_j"] + native["window_idle_energy_j"]
+    afters = fused["window_idle_after_energy_j"] + native["window_idle_after_energy_j"]
+    assert len(set(befores) & set(afters)) == 2 * 3 - 1
     rows = [sweep.make_row(claim.NAME, p, torch.device("cuda", 0), GPU, outcome=o) for p, o in zip(points, outcomes)]
     results.append(claim.NAME, GPU.hardware_id, rows, tmp_path)
     table = claim.energy_table(results.load(claim.NAME, tmp_path))
@@ -647,11 +687,29 @@ def test_each_window_runs_right_after_an_idle_window_of_its_own_and_stores_both(
     assert np.allclose(table.host_above_idle_w.tolist(), 0.0, atol=0.05)
 
 
+def test_each_group_takes_its_own_baseline_and_the_run_one_period():
+    shape = LSTMShape(batch=2, timesteps=2, features=2, hidden=4)
+    state, periods, log = energy_windows.RunState(), [], []
+
+    def factory(device, sync, period_s):
+        periods.append(period_s)
+        return FakeMonitor(log=log)
+
+    for phase in ("inference", "train"):  # two groups of one run
+        points = [contract.Point(k, shape, phase=phase, config={"window_s": 0.02, "idle_s": 0.02})
+                  for k in ("torch.fused", "torch.native")]
+        _group(points, factory, lambda: (None, "no RAPL"), rounds=1, state=state)
+    assert log.count("baseline") == 2 and _calls(log)[0] == "baseline"
+    second = log.index("baseline", 1)
+    assert _calls(log[second:]) == ["baseline", "settle", "idle"] + ["energy", "settle", "idle"] * 2
+    assert periods.count(None) == 1 and periods[0] is None  # the period is measured by the run's first monitor
+
+
 def test_without_rapl_the_row_says_why_host_energy_is_missing():
     shape = LSTMShape(batch=2, timesteps=2, features=2, hidden=4)
     point = contract.Point("torch.fused", shape, config={"window_s": 0.02, "idle_s": 0.02})
     why = "host energy is not measured: this machine has no /sys/class/powercap"
-    (outcome,) = _group([point], lambda d, s: FakeMonitor(), lambda: (None, why), rounds=2)
+    (outcome,) = _group([point], lambda d, s, p: FakeMonitor(), lambda: (None, why), rounds=2)
     assert outcome.observed.detail["host_energy_missing"] == why
     assert "window_host_energy_j" not in outcome.observed.detail
 
@@ -659,14 +717,14 @@ def test_without_rapl_the_row_says_why_host_energy_is_missing():
 def test_a_window_the_counter_cannot_measure_makes_an_error_row_not_a_number():
     point = contract.Point("torch.fused", LSTMShape(batch=2, timesteps=2, features=2, hidden=4),
                            config={"window_s": 0.0, "idle_s": 0.0})
-    (outcome,) = _group([point], lambda d, s: FakeMonitor(unmeasured=99), lambda: (None, "no RAPL"))
+    (outcome,) = _group([point], lambda d, s, p: FakeMonitor(unmeasured=99), lambda: (None, "no RAPL"))
     assert isinstance(outcome, RuntimeError) and "did not increase" in str(outcome)
 
 
 def test_without_nvml_every_point_skips_with_the_reason():
     for point in claim.grid(kind="cpu", quick=True, shapes=[[2, 4, 4, 8]]):
         with pytest.raises(Skip, match="no NVML"):
-            energy_windows.prepare_point(point, torch.device("cpu"), timing={},
+            energy_windows.prepare_point(point, torch.device("cpu"), timing={}, state=energy_windows.RunState(),
                                          unavailable_reason=lambda d: "no NVML here")
 
 
@@ -704,7 +762,7 @@ def test_a_quick_cpu_run_stores_skipped_rows_at_once(results_root):
 # --- parameters, grid and the lease ---------------------------------------------------------------
 
 def test_every_window_lasts_a_second_and_ten_counter_periods():
-    assert claim.MIN_WINDOW_S >= 1.0 and claim.MIN_WINDOW_S >= 10 * ENERGY_COUNTER_PERIOD_S
+    assert claim.MIN_WINDOW_S >= 1.0 and claim.MIN_WINDOW_S >= 10 * ASSUMED_COUNTER_PERIOD_S
     assert claim.MIN_WINDOW_S >= nvml.MIN_ENERGY_WINDOW_S  # the claim's number keeps NVML's floor
     for kind in ("cpu", "cuda"):
         for quick in (False, True):

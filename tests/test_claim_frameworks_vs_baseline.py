@@ -447,3 +447,59 @@ def test_table2_compact_puts_the_outcome_first_and_keeps_every_pair():
     assert list(view.columns[:2]) == ["pair", "our MPE has the paper's sign"]
     assert list(view.pair) == [p.name for p in claim.pairs()]
     assert view["our MPE has the paper's sign"].iloc[-1] == "not in the paper"
+
+
+def with_device_time(data: pd.DataFrame, inside: dict[str, float]) -> pd.DataFrame:
+    """`data` with each row's device time (the GPU's own work per call): `inside[kernel]` x its shape's size, as
+    `rows` sizes its wall time."""
+    return data.assign(device_s=data.kernel.map(inside) * 1e-6 * data.hidden * data.batch * data.timesteps)
+
+
+#: each kernel's time inside its kernels per size: torch.fused and Keras's Mode 0 run the baseline's cuDNN kernels
+INSIDE = {"torch.raw": 0.5, claim.LOOP: 0.5, "torch.raw_noinput": 0.4, "torch.fused": 0.5, "keras.cudnn_auto": 0.5,
+          "keras.impl1": 2.0, "keras.impl2": 1.0}
+
+
+def test_the_overhead_split_reads_the_gpus_own_work_beside_the_wall_time():
+    """torch.fused takes 1.5x the loop baseline's wall time but the same time inside the kernels: the whole gap is
+    host-side, per set (`split`, the page's table) and in its words; the outcome is the same without device time."""
+    data = frame(both_clocks(base_times(1.5, 3.0), **GPU))
+    timed = with_device_time(data, INSIDE)
+    verdict = claim_verdict(timed, "cuda-test")
+    assert (verdict.outcome, verdict.ours) == (claim_verdict(data, "cuda-test").outcome,
+                                               claim_verdict(data, "cuda-test").ours)
+    assert "inside the kernels (the profiler, 8 configurations) 1.00x against 1.50x in wall time" in verdict.ours_text
+    split = claim.split(timed).set_index("pair")
+    fused = split.loc[f"torch.fused over {claim.LOOP}"]
+    assert fused.clock == claim.QUEUED_CLOCK and fused["configurations with in-kernel time"] == 8
+    assert (fused["wall ratio"], fused["in-kernel ratio"], fused["host-side share of the gap"]) == pytest.approx(
+        (1.5, 1.0, 1.0))
+    assert split.loc["keras.impl1 over keras.impl2", "in-kernel ratio"] == pytest.approx(2.0)
+    assert "1.00x inside the kernels against 1.50x in wall time over 8 configurations" in \
+        claim.host_side_text(timed)["cuda"]
+
+
+def test_a_rows_device_time_comes_before_the_profiled_pass_in_its_detail():
+    """A GPU row's device time is the time inside its kernels; a CPU row, which has none, keeps its oneDNN op's."""
+    detail = json.dumps({"in_kernel_ms": 99.0})
+    gpu = claim.timed(with_device_time(frame(rows(base_times(1.5, 3.0), **GPU)), INSIDE).assign(
+        observed_detail=detail), clock=None)
+    assert (gpu.in_kernel_s == gpu.device_s).all()
+    cpu = claim.timed(frame(rows(base_times(1.5, 3.0))).assign(observed_detail=detail, device_s=np.nan), clock=None)
+    assert cpu.in_kernel_s.tolist() == pytest.approx([0.099] * len(cpu))
+
+
+def test_gpu_rows_without_device_time_read_not_recorded():
+    """The first H100 set's rows, and any GPU rows stored before device time was, have no split: the page says it
+    was not recorded, and falls back on the profiler's rows where the set has them."""
+    from lstmstudy import notebook
+
+    bare = frame(both_clocks(base_times(1.5, 3.0), **GPU)).assign(observed_detail="")
+    split = claim.split(bare)
+    assert split["in-kernel ratio"].isna().all() and (split["configurations with in-kernel time"] == 0).all()
+    assert set(notebook.shown(split, "", default="not recorded")["in-kernel ratio"]) == {"not recorded"}
+    assert claim.host_side_text(bare)["cuda"] == "on cuda-test, device time not recorded"
+    stored = results.load(claim.NAME, sets="cuda-h100-80gb-hbm3-2a1d35")
+    assert ("torch.fused over torch.raw per call (the profiler's rows; the grid's rows: device time not recorded)"
+            in claim.host_side_text(stored)["cuda"])
+    assert claim.split(stored)["in-kernel ratio"].isna().all()

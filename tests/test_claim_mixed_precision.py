@@ -551,3 +551,39 @@ def test_a_reason_a_configuration_did_not_run_is_shown_in_plain_words():
                      ignore_index=True)
     assert "RuntimeError" not in " ".join(claim.skipped_table(data).reason)
     assert "RuntimeError" not in " ".join(claim.attempted(data).error.dropna().astype(str))
+
+
+def with_device_time(data: pd.DataFrame) -> pd.DataFrame:
+    """`data` with each row's device time: half its wall time at fp32, a quarter at 16 bits, so every speed-up in
+    device time is twice the one in wall time (the host's launches hide half of what 16 bits save)."""
+    return data.assign(device_s=data.median_s * np.where(data.precision == "fp32", 0.5, 0.25))
+
+
+def test_a_gpu_speed_up_stands_beside_its_speed_up_in_device_time_and_decides_nothing_new():
+    data = paper(GPU, 0.8, 1.0, 1.3)
+    timed = with_device_time(data)
+    assert [(v.outcome, v.ours, v.ours_text) for v in claim.verdicts(timed)] == \
+        [(v.outcome, v.ours, v.ours_text) for v in claim.verdicts(data)]
+    ends = claim.extremes(timed).set_index(["phase", "end"])
+    assert ends.loc[("inference", claim.ENDS[2]), "device_ratio"] == pytest.approx(2.6)
+    assert ends.loc[("inference", "smallest"), "device_ratio"] == pytest.approx(1.6)
+    cell = claim.paper_table(timed).iloc[0][claim.PAPER_SERIES[claim.AMP_KERNEL]]
+    assert cell.startswith("1.30x (95% interval ") and cell.endswith("; in device time 2.60x")
+    assert claim.roofline_table(timed, limits={})[claim.DEVICE_SPEEDUP].notna().all()
+    keras = claim.single_shapes(with_device_time(frame(GPU, 0.9, 1.5, precision="fp16").assign(
+        kernel=claim.KERAS_KERNEL)))
+    assert keras[claim.DEVICE_SPEEDUP].tolist() == pytest.approx(2 * keras["speed-up"])
+
+
+def test_rows_without_device_time_read_not_recorded():
+    """The rows stored before device time was (the first H100 set's) and CPU rows have no speed-up in device time,
+    and the page says so in words."""
+    from lstmstudy import notebook, results
+
+    cell = claim.paper_table(paper(GPU, 0.8, 1.0, 1.3)).iloc[0][claim.PAPER_SERIES[claim.AMP_KERNEL]]
+    assert cell.endswith("; device time not recorded")
+    h100 = results.load(claim.NAME, sets="cuda-h100-80gb-hbm3-2a1d35")
+    ends = claim.extremes(h100).rename(columns={"device_ratio": claim.DEVICE_SPEEDUP})
+    shown = notebook.shown(ends[["end", claim.DEVICE_SPEEDUP]], "", {claim.DEVICE_SPEEDUP: "not recorded"})
+    assert len(shown) and set(shown[claim.DEVICE_SPEEDUP]) == {"not recorded"}
+    assert claim.roofline_table(h100, limits={})[claim.DEVICE_SPEEDUP].isna().all()

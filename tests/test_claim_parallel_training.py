@@ -117,6 +117,8 @@ def test_a_one_gpu_nodes_skipped_rows_are_stored_before_its_run_starts(tmp_path,
     monkeypatch.setattr(hardware, "resolve_device", lambda device: torch.device("cuda"))
     monkeypatch.setattr(hardware, "fingerprint", lambda device: GPU)
     monkeypatch.setattr(hardware, "calibrate", lambda device: 1e-3)  # no real GPU to time
+    monkeypatch.setattr(hardware, "calibrate_host", lambda device: 5e-6)
+    monkeypatch.setattr(hardware, "gpu_state", lambda device: {})
     monkeypatch.setattr(claim, "visible_devices", lambda kind: 1)
     timeouts = []
 
@@ -142,6 +144,8 @@ def test_a_run_the_deadline_cut_short_is_left_for_the_next_call(tmp_path, monkey
     monkeypatch.setattr(hardware, "resolve_device", lambda device: torch.device("cuda"))
     monkeypatch.setattr(hardware, "fingerprint", lambda device: GPU)
     monkeypatch.setattr(hardware, "calibrate", lambda device: 1e-3)  # no real GPU to time
+    monkeypatch.setattr(hardware, "calibrate_host", lambda device: 5e-6)
+    monkeypatch.setattr(hardware, "gpu_state", lambda device: {})
 
     def timed_out(spec, processes, *, timeout_s, **options):
         raise launch.TimedOut(f"the run passed its time limit of {timeout_s:.0f} s and was stopped")
@@ -165,6 +169,8 @@ def test_measure_goes_through_the_sweep(tmp_path, monkeypatch):
     monkeypatch.setattr(hardware, "resolve_device", lambda device: torch.device("cuda"))
     monkeypatch.setattr(hardware, "fingerprint", lambda device: GPU)
     monkeypatch.setattr(hardware, "calibrate", lambda device: 1e-3)  # no real GPU to time
+    monkeypatch.setattr(hardware, "calibrate_host", lambda device: 5e-6)
+    monkeypatch.setattr(hardware, "gpu_state", lambda device: {})
     monkeypatch.setattr(claim, "visible_devices", lambda kind: 2)
     runs = []
 

@@ -10,10 +10,11 @@ from pathlib import Path
 import pandas as pd
 import pytest
 
-from lstmstudy import ledger, plots, toc
+from lstmstudy import ledger, plots, results, toc
 from lstmstudy.claims import Claim, registry
 from lstmstudy.cli import SUMMARY_PAGES
 from lstmstudy.rules import Outcome, Verdict
+from tests import gpu_rows
 
 ROOT = Path(__file__).resolve().parent.parent
 
@@ -115,6 +116,33 @@ def test_exceeds_and_inconclusive_gpu_verdicts_are_named(toc_file, results_root)
     text = ledger.conclusions(table)
     assert "**exceeds the seed** on `cuda-a` (40.00x), and **inconclusive** on `cuda-b` (2.00x)" in text
     assert ledger.counts(table)["exceeds"] == 1 and ledger.counts(table)["inconclusive"] == 1
+
+
+def test_a_gpu_set_says_how_many_rows_are_host_bound_and_throttled_and_a_cpu_set_says_nothing_new(toc_file,
+                                                                                                   results_root):
+    """Of 3 GPU rows, 2 spent over 1.5x the GPU's own work (`observe.HOST_BOUND`), 1 ran while the GPU named a
+    slowdown; the verdict on that set rests on host-bound rows, the CPU set's does not."""
+    gpu_rows.store(results_root, "fake_01", "cuda-b", [(3e-3, 1e-3, ["sw_thermal"]), (1.6e-3, 1e-3, []),
+                                                       (1.2e-3, 1e-3, [])])
+    gpu_rows.store(results_root, "fake_01", "cpu-a", [(1e-3, None, [])])
+    table = ledger.table(results_root, claims=CLAIMS[:1], toc=toc_file).set_index("hardware")
+    assert table.timing["cuda-b"] == ("0 of 3 timed rows noisy (95% re-run interval wider than +-14%); 2 of 3 timed "
+                                      "rows host-bound (their time is over 1.5x the GPU's own work); 1 of 3 timed "
+                                      "rows ran while the GPU named a clock slowdown (throttled)")
+    assert table.timing["cpu-a"] == "0 of 1 timed rows noisy (95% re-run interval wider than +-14%)"
+    assert "2 of 3 timed rows host-bound" in ledger.to_markdown(table.reset_index())
+    marked = {v.hardware_id: v.host_bound for v in CLAIMS[0].judge(results.load("fake_01", results_root))}
+    assert marked == {"cpu-a": False, "cuda-b": True}
+
+
+def test_a_gpu_set_stored_before_device_time_says_it_was_not_recorded(toc_file, results_root):
+    """The first H100 set's rows hold no device time and no GPU state: its words say so, and name no slowdown."""
+    gpu_rows.store(results_root, "fake_01", "cuda-b", [(3e-3, None, []), (1e-3, None, [])])
+    timing = ledger.table(results_root, claims=CLAIMS[:1], toc=toc_file).set_index("hardware").timing["cuda-b"]
+    assert timing.endswith("; device time not recorded: rows stored before it was")
+    assert "host-bound" not in timing and "throttled" not in timing
+    h100 = results.load("mixed_precision", ROOT / "results", sets="cuda-h100-80gb-hbm3-2a1d35")  # the stored set
+    assert ledger.noise(h100).endswith("; device time not recorded: rows stored before it was")
 
 
 def test_claim_pages_come_from_the_toc(toc_file):

@@ -7,7 +7,8 @@ import pandas as pd
 
 from lstmstudy import notebook, results
 from lstmstudy.claims import cudnn_fallback as claim
-from lstmstudy.rules import Outcome, Verdict
+from lstmstudy.rules import Outcome, Verdict, mark_host_bound
+from tests import gpu_rows
 
 
 def verdict(hardware_id: str, outcome: Outcome, text: str = "2.50x", **extra) -> Verdict:
@@ -158,3 +159,46 @@ def test_the_raw_data_are_download_links_to_each_sets_rows_and_fingerprints():
     assert "{download}`rows, every raw sample (CSV) <../../results/bucketing/cuda-h100-80gb-hbm3-2a1d35.csv>`" in line
     assert "{download}`fingerprints (JSON) <../../results/bucketing/cuda-h100-80gb-hbm3-2a1d35.json>`" in line
     assert notebook.downloads("no_such_claim") == "No result set is stored for this claim."
+
+
+def test_a_verdict_resting_on_host_bound_rows_says_so_wherever_a_page_shows_it():
+    """The box (through `how_sure`), the verdict table and the glued prose each add the clause; a verdict on rows that
+    are not host-bound reads as before."""
+    from dataclasses import replace
+
+    plain = _judged("cuda-a", Outcome.REPRODUCED, 3.3, 2.5, 4.4)
+    bound = replace(plain, host_bound=True)
+    clause = "rests on host-bound rows: the host's launches, not the GPU, set their time"
+    assert notebook.how_sure(bound) == f"{notebook.how_sure(plain)} It {clause}."
+    assert clause not in notebook.how_sure(plain)
+    assert f"**reproduced**. {notebook.how_sure(bound)}" in notebook.glance(claim.CLAIM, pd.DataFrame(), [bound])
+    assert notebook.verdict_table([bound, plain]).verdict.tolist() == [f"reproduced ({clause})", "reproduced"]
+    assert notebook.verdict_glue("c01", [bound])["c01_cuda"] == f"On cuda-a (GPU): 3.3x: reproduced ({clause})."
+
+
+def test_only_a_gpu_verdict_whose_set_holds_host_bound_rows_is_marked(tmp_path):
+    gpu_rows.store(tmp_path, claim.NAME, "cuda-a", [(3e-3, 1e-3, []), (1e-3, 1e-3, [])])
+    gpu_rows.store(tmp_path, claim.NAME, "cuda-b", [(1e-3, 1e-3, [])])
+    gpu_rows.store(tmp_path, claim.NAME, "cuda-old", [(3e-3, None, [])])
+    data = results.load(claim.NAME, tmp_path)
+    found = [verdict("cuda-a", Outcome.REPRODUCED), verdict("cuda-a vs cpu-h", Outcome.PARTLY),
+             verdict("cuda-a", Outcome.NOT_MEASURED), verdict("cuda-b", Outcome.REPRODUCED),
+             verdict("cuda-old", Outcome.REPRODUCED), verdict("cpu-c", Outcome.REPRODUCED)]
+    assert [v.host_bound for v in mark_host_bound(found, data)] == [True, True, False, False, False, False]
+
+
+def test_a_gpu_set_says_what_its_rows_timed_and_whether_its_gpu_slowed_its_clocks(tmp_path):
+    """One line per set where the page describes its rows (`hardware_sets`, the box's dropdown): how many rows are
+    host-bound and how many ran throttled, or, for the rows stored before device time was, that it was not
+    recorded."""
+    gpu_rows.store(tmp_path, claim.NAME, "cuda-new", [(3e-3, 1e-3, ["hw_slowdown"]), (1e-3, 1e-3, [])])
+    gpu_rows.store(tmp_path, claim.NAME, "cuda-old", [(3e-3, None, [])])
+    _store(tmp_path, "cpu-a-2t", False)
+    data = results.load(claim.NAME, tmp_path)
+    timing = notebook.hardware_sets(data, claim.NAME, tmp_path).set_index("hardware_id").timing
+    assert timing["cuda-new"].endswith("; 1 of 2 timed rows host-bound (their time is over 1.5x the GPU's own work); "
+                                       "1 of 2 timed rows ran while the GPU named a clock slowdown (throttled)")
+    assert timing["cuda-old"].endswith("; device time not recorded: rows stored before it was")
+    assert timing["cpu-a-2t"] == "interleaved rounds, one process (the intervals hold no noise between processes)"
+    box = notebook.glance(claim.CLAIM, data, [verdict("cuda-new", Outcome.REPRODUCED)], tmp_path)
+    assert "ran while the GPU named a clock slowdown (throttled)" in box

@@ -1,4 +1,6 @@
-"""NVML energy windows against a fake `pynvml`, so every branch runs without a GPU; one real-GPU test."""
+"""NVML energy windows against a fake `pynvml` and a fake clock, so every branch runs without a GPU and nothing
+waits on the wall clock: the counter's period measured, the wait for power to settle, one sync per window of
+queued steps; one real-GPU test."""
 
 from __future__ import annotations
 
@@ -13,7 +15,7 @@ import torch
 from lstmstudy import nvml as nvml_mod
 from lstmstudy.errors import DeviceUnavailable, ParameterError, StudyError
 from lstmstudy.nvml import (
-    ENERGY_COUNTER_PERIOD_S,
+    ASSUMED_COUNTER_PERIOD_S,
     GpuMeasurement,
     GpuMonitor,
     NvmlError,
@@ -122,7 +124,8 @@ for _name, _code in vars(pynvml).items():  # the real error codes
 
 
 class Clock:
-    """A clock the test moves by hand; each read is logged, to check it comes after the sync."""
+    """A clock the test moves by hand, or by sleeping on it; each read is logged, to check it comes after the
+    sync."""
 
     def __init__(self, log: list[str]) -> None:
         self.t = 0.0
@@ -131,6 +134,9 @@ class Clock:
     def __call__(self) -> float:
         self.log.append("clock")
         return self.t
+
+    def sleep(self, seconds: float) -> None:
+        self.t += seconds
 
 
 @pytest.fixture
@@ -146,7 +152,9 @@ def clock(fake: FakeNvml) -> Clock:
 
 
 def monitor(fake: FakeNvml, clock: Clock, **kwargs) -> GpuMonitor:
-    return GpuMonitor(clock=clock, sample_interval_s=SLOW_SAMPLER, **kwargs)
+    """A monitor on the fake clock that goes by the assumed counter period, unless told otherwise."""
+    kwargs.setdefault("counter_period_s", ASSUMED_COUNTER_PERIOD_S)
+    return GpuMonitor(clock=clock, sleep=clock.sleep, sample_interval_s=SLOW_SAMPLER, **kwargs)
 
 
 def test_counter_energy(fake, clock):
@@ -188,7 +196,7 @@ def test_short_window_reports_no_energy_and_says_why(fake, clock, unsupported, c
             m = mon.end_window("step")
     assert m.energy_j is None
     assert m.energy_per(10) is None
-    assert "50.0 ms" in m.warning and f"~{ENERGY_COUNTER_PERIOD_S * 1e3:.0f} ms" in m.warning
+    assert "50.0 ms" in m.warning and f"~{ASSUMED_COUNTER_PERIOD_S * 1e3:.0f} ms" in m.warning
     assert "repeat the work" in m.warning
     assert m.warning in caplog.text
 
@@ -295,7 +303,7 @@ def test_permission_error_reading_the_counter_or_power(fake, clock):
 
 
 def test_background_sampler_failure_is_raised_when_the_window_ends(fake):
-    with GpuMonitor(sample_interval_s=0.002) as mon:
+    with GpuMonitor(sample_interval_s=0.002, counter_period_s=ASSUMED_COUNTER_PERIOD_S) as mon:
         mon.begin_window("fwd")
         fake.fail["power"] = pynvml.NVML_ERROR_GPU_IS_LOST
         deadline = time.monotonic() + 5
@@ -398,10 +406,112 @@ def test_nvml_index_matches_the_uuid_whatever_cuda_calls_it(fake):
 
 
 
+# --- the counter's period, measured ---------------------------------------------------------------
+
+def stepping_counter(fake: FakeNvml, clock: Clock, period_s: float, step_mj: int = 7_000) -> None:
+    """The fake's energy counter moves by `step_mj` once every `period_s` of the fake clock, as NVML's does."""
+    def energy(handle: str) -> int:
+        fake.log.append("energy")
+        return fake.energy_mj + step_mj * int(clock.t / period_s + 1e-9)
+
+    fake.nvmlDeviceGetTotalEnergyConsumption = energy
+
+
+@pytest.mark.parametrize("period_s", [0.025, 0.1])
+def test_a_monitor_measures_the_counter_period_when_it_opens(fake, clock, period_s):
+    stepping_counter(fake, clock, period_s)
+    with monitor(fake, clock, counter_period_s=None) as mon:
+        assert mon.counter_period_s == pytest.approx(period_s, abs=nvml_mod.PERIOD_POLL_S)
+        assert mon.period_s == mon.counter_period_s
+        assert mon.min_window_s == pytest.approx(nvml_mod.WINDOW_PERIODS * mon.counter_period_s)
+    # the probe stopped after the changes it needed, well within its bound
+    assert clock.t <= (nvml_mod.PERIOD_CHANGES + 2) * period_s < nvml_mod.PERIOD_PROBE_MAX_S
+    assert nvml_mod.counter_period(0, clock=clock, sleep=clock.sleep) == pytest.approx(period_s,
+                                                                                       abs=nvml_mod.PERIOD_POLL_S)
+
+
+def test_a_counter_that_does_not_move_leaves_the_period_assumed(fake, clock, caplog):
+    with caplog.at_level(logging.WARNING, logger="lstmstudy.nvml"), monitor(fake, clock, counter_period_s=None) as mon:
+        assert mon.counter_period_s is None and mon.period_s == ASSUMED_COUNTER_PERIOD_S
+        assert mon.min_window_s == pytest.approx(nvml_mod.MIN_ENERGY_WINDOW_S)
+    assert nvml_mod.PERIOD_PROBE_MAX_S <= clock.t < nvml_mod.PERIOD_PROBE_MAX_S + 0.01  # bounded
+    assert "changed less than twice" in caplog.text
+
+
+def test_without_a_counter_there_is_no_period_to_measure(fake, clock):
+    fake.fail["energy"] = pynvml.NVML_ERROR_NOT_SUPPORTED
+    with monitor(fake, clock, counter_period_s=None) as mon:
+        assert mon.counter_period_s is None and mon.period_s == ASSUMED_COUNTER_PERIOD_S
+    assert clock.t == 0.0  # no probe
+    with pytest.raises(NvmlNotSupported, match="energy counter"):
+        nvml_mod.counter_period(0, clock=clock, sleep=clock.sleep)
+    assert fake.log[-1] == "shutdown"
+
+
+def test_the_smoke_check_line_says_the_period_or_why_it_is_assumed(fake, monkeypatch):
+    fake.fail["energy"] = pynvml.NVML_ERROR_NOT_SUPPORTED  # fails before any probing on the wall clock
+    line = nvml_mod.counter_period_line(0)
+    assert line.startswith("not measured (this GPU does not support reading the energy counter")
+    assert line.endswith("energy windows assume ~100 ms")
+    monkeypatch.setattr(nvml_mod, "counter_period", lambda index: 0.025)
+    assert nvml_mod.counter_period_line(0) == "25.0 ms (median of 5 updates); energy windows last at least 0.25 s here"
+    monkeypatch.setattr(nvml_mod, "counter_period", lambda index: None)
+    line = nvml_mod.counter_period_line(0)
+    assert line.startswith("the counter changed less than twice") and line.endswith("energy windows assume ~100 ms")
+
+
+def test_the_short_window_warning_uses_the_measured_period(fake, clock):
+    with monitor(fake, clock, counter_period_s=0.025) as mon:
+        mon.begin_window("fwd")
+        fake.energy_mj += 3_000
+        clock.t = 0.05  # two measured periods, half the assumed one
+        assert mon.end_window("fwd").energy_j == pytest.approx(3.0)
+        mon.begin_window("step")
+        clock.t += 0.02
+        assert "shorter than the ~25 ms energy counter period" in mon.end_window("step").warning
+
+
+# --- waiting for power to settle ------------------------------------------------------------------
+
+def power_until(fake: FakeNvml, clock: Clock, busy_w: float, idle_w: float, cool_s: float) -> None:
+    """The fake's power reads `busy_w` until `cool_s` on the fake clock, `idle_w` after."""
+    def power(handle: str) -> int:
+        fake.log.append("power")
+        return round(1000 * (busy_w if clock.t < cool_s else idle_w))
+
+    fake.nvmlDeviceGetPowerUsage = power
+
+
+def test_settle_returns_once_power_is_back_near_the_baseline(fake, clock):
+    power_until(fake, clock, busy_w=180.0, idle_w=126.0, cool_s=0.7)
+    with monitor(fake, clock) as mon:
+        settled = mon.settle(baseline_w=124.0)  # 126 W is within 5% of 124 W
+    assert settled.settled and settled.power_w == pytest.approx(126.0)
+    assert 0.7 <= settled.seconds < 0.7 + nvml_mod.SETTLE_POLL_S + 1e-9
+
+
+def test_settle_gives_up_at_its_bound_and_says_so(fake, clock):
+    power_until(fake, clock, busy_w=147.0, idle_w=124.0, cool_s=60.0)  # cools down long after the bound
+    with monitor(fake, clock) as mon:
+        settled = mon.settle(baseline_w=124.0)
+    assert not settled.settled and settled.power_w == pytest.approx(147.0)
+    assert nvml_mod.SETTLE_MAX_S <= settled.seconds < nvml_mod.SETTLE_MAX_S + nvml_mod.SETTLE_POLL_S + 1e-9
+    with monitor(fake, clock) as mon:
+        assert mon.settle(baseline_w=124.0, most_s=0.0).seconds == 0.0  # one reading, no wait
+
+
+def test_the_baseline_is_the_median_power_over_its_span(fake, clock):
+    power_until(fake, clock, busy_w=300.0, idle_w=120.0, cool_s=0.1)  # a short spike at the start
+    with monitor(fake, clock) as mon:
+        assert mon.baseline_power_w() == pytest.approx(120.0)
+    assert clock.t == pytest.approx(nvml_mod.BASELINE_S, abs=nvml_mod.SETTLE_POLL_S)
+
+
 # --- windows of repeated work (the energy claim's) --------------------------------------------------
 
 def test_the_shortest_stored_window_is_ten_counter_periods():
-    assert nvml_mod.MIN_ENERGY_WINDOW_S == pytest.approx(10 * ENERGY_COUNTER_PERIOD_S)
+    assert nvml_mod.MIN_ENERGY_WINDOW_S == pytest.approx(nvml_mod.WINDOW_PERIODS * ASSUMED_COUNTER_PERIOD_S)
+    assert nvml_mod.WINDOW_PERIODS == 10
 
 
 def test_repetitions_fill_the_window_with_a_margin():
@@ -410,9 +520,11 @@ def test_repetitions_fill_the_window_with_a_margin():
     assert nvml_mod.repetitions(0.0, 1.0) == nvml_mod.MIN_REPETITIONS
 
 
-def test_host_step_time_includes_the_sync():
-    # the step itself is instant: its time on the host is the 2 ms sync after it, as a window's would be
-    assert nvml_mod.host_step_s(lambda: None, lambda: time.sleep(0.002), n=5) >= 0.002
+def test_host_step_time_queues_the_steps_and_syncs_once():
+    log: list[str] = []
+    per_step = nvml_mod.host_step_s(lambda: (log.append("step"), time.sleep(0.001)), lambda: log.append("sync"), n=5)
+    assert log == ["sync"] + ["step"] * 5 + ["sync"]  # the sync before only clears earlier work
+    assert per_step >= 0.001
 
 
 def test_an_energy_window_grows_until_it_lasts_what_was_asked(fake, clock):
@@ -421,9 +533,43 @@ def test_an_energy_window_grows_until_it_lasts_what_was_asked(fake, clock):
         fake.energy_mj += 30_000
 
     with monitor(fake, clock) as mon:
-        m, window = nvml_mod.energy_window(step, None, mon, n=3, window_s=1.0)
+        n, window = nvml_mod.energy_window(step, mon, n=3, window_s=1.0)
     # 3 steps made 0.9 s: too short, so N grows to fill 1 s with the margin (4 steps, 1.2 s)
-    assert m.n == 4 and window.duration_s == pytest.approx(1.2) and window.energy_j == pytest.approx(120.0)
+    assert n == 4 and window.duration_s == pytest.approx(1.2) and window.energy_j == pytest.approx(120.0)
+
+
+def test_windows_last_ten_measured_periods_at_least(fake, clock, monkeypatch):
+    def step() -> None:
+        clock.t += 0.3
+        fake.energy_mj += 30_000
+
+    asked = []
+
+    def idle(mon: GpuMonitor, seconds: float) -> GpuMeasurement:
+        asked.append(seconds)
+        return GpuMeasurement("idle", seconds, 100.0 * seconds, "counter", 100.0, 100.0, 0.0, 0, 2)
+
+    monkeypatch.setattr(nvml_mod, "idle_power", idle)
+    with monitor(fake, clock, counter_period_s=0.2) as mon:  # a slow counter: 2 s at least, whatever was asked
+        n, window = nvml_mod.energy_window(step, mon, n=3, window_s=1.0)
+        nvml_mod.idle_window(mon, 1.0)
+    assert window.duration_s >= 2.0 and n == 8  # 3 steps made 0.9 s, so N grew to fill 2 s with the margin
+    assert asked == [2.0]
+
+
+@pytest.mark.parametrize("n", [5, 50])
+def test_one_sync_per_window_whatever_its_steps(fake, clock, n):
+    def step() -> None:
+        fake.log.append("step")
+        clock.t += 1.0 / n
+        fake.energy_mj += 1_000
+
+    with monitor(fake, clock, sync=lambda: fake.log.append("sync")) as mon:
+        fake.log.clear()
+        assert nvml_mod.energy_window(step, mon, n=n, window_s=1.0)[0] == n
+    work = [e for e in fake.log if e in ("step", "sync")]
+    # the window's opening sync, its n steps queued with none between them, and the one sync that ends it
+    assert work == ["sync"] + ["step"] * n + ["sync"]
 
 
 def test_an_energy_window_still_short_raises_rather_than_store_it(fake, clock, monkeypatch):
@@ -433,4 +579,4 @@ def test_an_energy_window_still_short_raises_rather_than_store_it(fake, clock, m
 
     monkeypatch.setattr(nvml_mod, "MAX_ATTEMPTS", 1)  # no second attempt to grow N
     with monitor(fake, clock) as mon, pytest.raises(RuntimeError, match=r"lasted 0\.600 s .* shorter than the 1 s"):
-        nvml_mod.energy_window(step, None, mon, n=3, window_s=1.0)
+        nvml_mod.energy_window(step, mon, n=3, window_s=1.0)

@@ -167,11 +167,43 @@ def test_a_file_of_the_first_schema_reads_and_the_next_append_upgrades_it(result
     path.write_text(first.getvalue())
     old = results.load("demo").iloc[0]
     assert old.samples == [0.001, 0.002] and old.round_sizes == [] and old.fingerprint_id == ""
-    results.append("demo", "cpu-test-1t", [row(1, round_sizes=[1, 1], round_seed=5, noisy=False)])
+    results.append("demo", "cpu-test-1t", [row(1, round_sizes=[1, 1], round_seed=5)])
     assert path.read_text().splitlines()[0] == ",".join(results.COLUMNS)
     frame = results.load("demo")
     assert frame.batch.tolist() == [0, 1] and frame.round_sizes.tolist() == [[], [1, 1]]
-    assert frame.round_seed[1] == 5 and frame.noisy[1] is False
+    assert frame.round_seed[1] == 5 and frame.timer[1] == "" and frame.host_bound[1] is None
+
+
+def test_the_flags_are_formed_on_reading_never_taken_from_the_file(results_root):
+    """`noisy` from the row's interval under today's bound (a row stored under the old +-10% rule says otherwise),
+    `host_bound` from wall time against device time, `throttled` from the GPU's state at its group's ends."""
+    calm = dict(median_s=0.010, ci_low_s=0.0088, ci_high_s=0.0112)  # +-12%: noisy under +-10%, not under +-14%
+    wide = dict(median_s=0.010, ci_low_s=0.008, ci_high_s=0.012)  # +-20%
+    state = {"start": {"sm_mhz": 1980, "slowdowns": []}, "end": {"sm_mhz": 1500, "slowdowns": ["hw_thermal"]}}
+    results.append("demo", "cpu-test-1t", [
+        row(0, **calm, noisy=True, device_s=0.009, kernels_per_call=5.0, timer="cuda-events"),
+        row(1, **wide, noisy=False, device_s=0.002, kernels_per_call=260.0, gpu_state=state),
+        row(2, median_s=0.010, gpu_state={"start": {"slowdowns": []}, "end": {"slowdowns": []}})])
+    frame = results.load("demo").set_index("batch")
+    assert frame.noisy.tolist() == [False, True, None]
+    assert frame.host_bound.tolist() == [False, True, None]  # 10 ms against 9 ms of kernels; against 2 ms
+    assert frame.throttled.tolist() == [None, True, False]
+    assert frame.timer[0] == "cuda-events" and frame.kernels_per_call[1] == 260.0
+    assert frame.gpu_state[1]["end"]["sm_mhz"] == 1500
+
+
+def test_a_set_written_before_the_timing_columns_reads(results_root):
+    before = results.SCHEMAS[-2]
+    assert set(results.COLUMNS) - set(before) == set(results.TIMING_COLUMNS)
+    path = results_root / "demo" / "cpu-test-1t.csv"
+    path.parent.mkdir(parents=True)
+    text = io.StringIO(newline="")
+    writer = csv.writer(text, lineterminator="\n")
+    writer.writerow(before)
+    writer.writerow([results._format(row(0).get(c)) for c in before])
+    path.write_text(text.getvalue())
+    frame = results.load("demo")
+    assert frame.device_s.isna().all() and frame.gpu_state[0] == {} and frame.throttled[0] is None
 
 
 def test_every_fingerprint_has_an_id_that_its_rows_can_name(results_root):

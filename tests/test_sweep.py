@@ -114,8 +114,12 @@ def test_a_killed_sweep_resumes(results_root, monkeypatch):
     """)
     proc = subprocess.Popen([sys.executable, "-c", script], stdout=subprocess.PIPE, text=True,
                             env={**os.environ, "LSTMSTUDY_RESULTS": str(results_root)})
-    while proc.stdout.readline().strip() != "4":  # killed while measuring the fourth point
-        pass
+    hang_guard = threading.Timer(300, proc.kill)  # a bound on a hang, not a wait: the child prints 4 within seconds
+    hang_guard.start()
+    # killed while measuring the fourth point; None: the child's output ended first (it exited, or the guard killed it)
+    fourth = next((line for line in proc.stdout if line.strip() == "4"), None)
+    hang_guard.cancel()
+    assert fourth, f"the sweep ended (exit status {proc.wait()}) before it measured the fourth point"
     proc.send_signal(signal.SIGKILL)
     proc.wait()
     assert sorted(results.load("demo").batch) == [1, 2, 3]

@@ -307,11 +307,14 @@ def test_gpu_low_precision(precision):
     shape = SHAPES["two-layer-bidirectional"]
     weights = LSTMWeights.random(shape)
     reference = kernels.build("torch.fused", shape, "cuda", weights=weights).forward()
+    checked = []
     for name in ("torch.fused", "torch.native", "torch.cell_loop", "torch.raw"):
         if kernels.spec(name).unavailable(torch.device("cuda"), precision):
             continue
         out = kernels.build(name, shape, "cuda", precision, weights=weights).forward()
         np.testing.assert_allclose(out, reference, atol=LOW_PRECISION_ATOL[precision], rtol=0, err_msg=name)
+        checked.append(name)
+    assert checked, f"no kernel runs {precision} on this GPU: nothing was checked"
 
 
 @pytest.mark.gpu
@@ -321,9 +324,12 @@ def test_gpu_low_precision(precision):
 def test_gpu_nn_lstm_computes_in_the_dtype_asked_for(precision, phase):
     """Not autocast's fp16 for bf16: the module is held in the 16-bit type (cuDNN where it takes it)."""
     shape = SHAPES["two-layer-bidirectional"]
+    checked = []
     for name in ("torch.fused", "torch.native"):
         if kernels.spec(name).unavailable(torch.device("cuda"), precision):
             continue
         built = kernels.build(name, shape, "cuda", precision, phase)
         assert built.compute_dtype == {"bf16": "bfloat16", "fp16": "float16"}[precision], name
         assert built.observed_kernel() in ("cudnn", "aten-loop")
+        checked.append(name)
+    assert checked, f"no nn.LSTM kernel runs {precision} on this GPU: nothing was checked"

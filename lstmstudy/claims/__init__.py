@@ -34,7 +34,7 @@ import pandas as pd
 
 from lstmstudy.errors import ParameterError
 from lstmstudy.results import config_text
-from lstmstudy.rules import Bands, Verdict, assess_noise
+from lstmstudy.rules import Bands, Verdict, assess_noise, mark_host_bound
 
 if TYPE_CHECKING:  # the claims' analysis runs without torch; only measuring needs the sweep
     from lstmstudy.contract import Point
@@ -43,20 +43,22 @@ if TYPE_CHECKING:  # the claims' analysis runs without torch; only measuring nee
 #: the order a GPU node measures them (`--claims gpu-order`), the most telling first, with each one's plan
 #: (`Claim.estimate_s("cuda")`); a claim not named here comes after them, in claim order. The seconds per point are
 #: what the first lease measured (an H100 80GB HBM3, 2026-11-26: the rows' `created_at` over each claim's points,
-#: the lease grid and the default one), rounded up, except where marked planned: the rows issue 44 added (claim 3 at
-#: the paper's sizes, claim 4 queued and against the C++ loop, claim 6's paired idle windows) have not been measured
-#: yet. tests/test_claims.py keeps the first five within 16 minutes of measuring, and the whole within 27.
+#: the lease grid and the default one), rounded up, plus what each row's device time (a profiled pass) and
+#: `stats.MIN_CALLS` calls a row add (the calls its stored rows lacked, times their medians), except where marked
+#: planned: the rows issue 44 added (claim 3 at the paper's sizes, claim 4 queued and against the C++ loop, claim 6's
+#: paired idle windows) have not been measured yet. tests/test_claims.py keeps the first five within 21 minutes of
+#: measuring, and the whole within 36: the default grids take two or three 15-minute leases.
 GPU_ORDER = (
-    "06_energy",                  # 20 x 13.0 s            = 260 s (planned: 5 windows of >= 1 s, each after a 1 s idle)
-    "01_cudnn_fallback",          # 84 x 0.5 s + 2 x 60 s  = 162 s (torch.compiled last, one cold compile each)
-    "03_mixed_precision",         # 208 points             = 128 s (planned per point from FLOPs: planned_point_s)
-    "04_frameworks_vs_baseline",  # 252 x 1.1 s            = 277 s (planned: each row per call and queued, cudnn.loop)
-    "02_cpu_vs_gpu_batch",        # 20 x 4.0 s             =  80 s (each point on the GPU and on its host's CPU)
-    #                               the first five           907 s, 15 minutes
-    "05_bucketing",               # 12 x 16 s              = 192 s (8 layers, whole epochs of real PTB)
+    "06_energy",                  # 20 x 16 s              = 320 s (planned: 5 windows of >= 1 s between idle ones)
+    "01_cudnn_fallback",          # 84 x 0.9 s + 2 x 60 s  = 196 s (torch.compiled last, one cold compile each)
+    "03_mixed_precision",         # 208 points             = 182 s (planned per point from FLOPs: planned_point_s)
+    "04_frameworks_vs_baseline",  # 252 x 1.4 s            = 353 s (planned: each row per call and queued, cudnn.loop)
+    "02_cpu_vs_gpu_batch",        # 20 x 8.0 s             = 160 s (each point on the GPU and on its host's CPU)
+    #                               the first five          1211 s, 20 minutes
+    "05_bucketing",               # 12 x 36 s              = 432 s (8 layers, whole epochs of real PTB, 20 each)
     "07_parallel_training",       # 6 x 5.0 s              =  30 s (one GPU: the 2 one-device points; 4 need >= 2)
-    "kernels",                    # 84 x 1.0 s + 6 x 60 s  = 444 s (torch.compiled last)
-)                                 # total                   1573 s, 26 minutes
+    "kernels",                    # 84 x 1.2 s + 6 x 60 s  = 461 s (torch.compiled last)
+)                                 # total                   2133 s, 36 minutes
 #: the claims a 15-minute GPU lease measures first, each on its `Lease` grid (the points its verdict reads), in this
 #: order: 04 last, as its raw baseline (a CUDA graph of cuDNN under the profiler) is the riskiest path, and 02 before
 #: it, as its host-CPU half must finish too. `lstmstudy measure --plan lease` then measures the default grids in
@@ -64,10 +66,11 @@ GPU_ORDER = (
 LEASE_ORDER = ("06_energy", "01_cudnn_fallback", "03_mixed_precision", "02_cpu_vs_gpu_batch",
                "04_frameworks_vs_baseline")
 #: what one lease call spends besides measuring: the smoke check without pytest (the first lease: measuring
-#: began about 60 s after the command started, the wheelhouse's install included), the first use of CUDA, cuDNN
-#: and Keras in the measuring process (planned), and what gpu-node.sh keeps for packing
-LEASE_FIXED_S = {"start-up and smoke check, no pytest": 60.0, "first use of CUDA, cuDNN and Keras": 20.0,
-                 "packing": 20.0}
+#: began about 60 s after the command started, the wheelhouse's install included), the GPU tests of the timing the
+#: check runs (tests/test_gpu_timing.py: pytest's start and four tests, planned), the first use of CUDA, cuDNN and
+#: Keras in the measuring process (planned), and what gpu-node.sh keeps for packing
+LEASE_FIXED_S = {"start-up and smoke check, no pytest": 60.0, "the check's GPU tests of the timing": 20.0,
+                 "first use of CUDA, cuDNN and Keras": 20.0, "packing": 20.0}
 #: the worker processes a lease's call spreads rounds over (`lstmstudy measure --plan lease`): one, as each more
 #: would prepare every point again (a model built, cuDNN and Keras started) and the five judged claims would no
 #: longer fit one call; its rows' intervals hold the noise of one process only, and the hardware sets say so
@@ -213,8 +216,9 @@ class Claim:
         return {**((self.lease or Lease()).overrides if select == "lease" else {}), **overrides}
 
     def judge(self, results: pd.DataFrame) -> list[Verdict]:
-        """`verdicts`, with no verdict on a set whose noise was not assessed (`assess_noise`)."""
-        return assess_noise(self.verdicts(results), results)
+        """`verdicts`, with no verdict on a set whose noise was not assessed (`assess_noise`), and each GPU verdict
+        marked where it rests on host-bound rows (`mark_host_bound`)."""
+        return mark_host_bound(assess_noise(self.verdicts(results), results), results)
 
     def estimate_s(self, kind: str, select: str = "all") -> float:
         """Planned seconds to measure the default grid of `kind` (or the part `select` keeps) from scratch (points x

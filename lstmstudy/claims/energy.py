@@ -15,15 +15,16 @@ holds, above 1 when the fallback costs more energy than its time explains, below
 How one group is measured (a shape and a phase: every kernel at every precision) is the energy-window
 protocol, `lstmstudy.protocols.energy_windows`: on an NVIDIA GPU only, `windows` rounds (5 by default, and at
 least: `DECIDING_WINDOWS`) each run one window of every point of the group in a shuffled order, and each
-window is a pair: an idle window of `idle_s` seconds, then at once the kernel's window of N synced steps
-lasting at least `window_s` (>= `MIN_WINDOW_S`: ten periods of NVML's ~100 ms energy counter, see
-`nvml.MIN_ENERGY_WINDOW_S`). Where the node exposes RAPL (`lstmstudy.rapl`), the host's CPU energy over both.
+window of N steps, queued and synced once, lasting at least `window_s` (>= `MIN_WINDOW_S`: ten periods of NVML's
+energy counter, ~100 ms where it is not measured, see `nvml.MIN_ENERGY_WINDOW_S`), sits between two idle windows
+of `idle_s` seconds, each started once power is back at the group's baseline (a bounded wait). Where the node
+exposes RAPL (`lstmstudy.rapl`), the host's CPU energy over the window and the idle window before it.
 
 A stored row keeps every window (the protocol says how): N per window in `round_sizes`, each window's
 joules and monitor seconds in `observed_detail` (`window_energy_j`, `window_duration_s`), its idle window's
-(`window_idle_energy_j`, `window_idle_duration_s`), the host's where measured, their total as `energy_j`, and
-a group's rows share one `round_seed`. For window w of a kernel at batch B, with E_w joules over D_w seconds
-and N_w steps:
+(`window_idle_energy_j`, `window_idle_duration_s`; the one after it, and the waits, are kept beside them), the
+host's where measured, their total as `energy_j`, and a group's rows share one `round_seed`. For window w of a
+kernel at batch B, with E_w joules over D_w seconds and N_w steps:
 
     idle power              P_w = joules / seconds of the idle window right before it
     energy above idle       A_w = E_w - P_w x D_w
@@ -212,8 +213,8 @@ def measure(points: list[contract.Point], *, device: str, min_time: float, quick
     # one process, whatever --processes says: a row's energy detail is per window, and joining the rounds of
     # several processes (`results.load`) would join their windows' times but not their joules
     options = {**sweep_options, "processes": 1}
-    return [sweep.run(NAME, points, partial(energy_windows.prepare_point, timing=timing), plan, device=device,
-                      **options)]
+    prepare = partial(energy_windows.prepare_point, timing=timing, state=energy_windows.RunState())
+    return [sweep.run(NAME, points, prepare, plan, device=device, **options)]
 
 
 # --- the arithmetic ---------------------------------------------------------------------------------
@@ -900,8 +901,10 @@ CLAIM = Claim(
     defaults={"cpu": dict(_DEFAULTS), "cuda": dict(_DEFAULTS)},
     grid=grid, measure=measure, verdicts=verdicts, check=check_parameters, measure_options=("windows",),
     # a kernel point: build, the warm-up that sizes its window, 5 pairs of an idle window of 1.0 s and a window of
-    # work of ~1.16 s (the first H100 set's mean), NVML opened for each: planned from that set, not yet measured
-    seconds_per_point={"cpu": 0.05, "cuda": 13.0},
+    # work of ~1.16 s (the first H100 set's mean), NVML opened for each (13 s, planned from that set), and a wait for
+    # power to settle before each idle window (at most `nvml.SETTLE_MAX_S`, planned at ~0.5 s), a group's baseline
+    # and its one idle window more (~0.3 s a point): not yet measured
+    seconds_per_point={"cpu": 0.05, "cuda": 16.0},
     # the verdict reads every headline pair in both phases: the lease keeps them all, with the 5 windows the rule
     # needs, at the large shape only (10 points)
     lease=Lease(overrides={"shapes": LEASE_SHAPES}),

@@ -40,8 +40,9 @@ hidden size everywhere, as in the paper. On a CPU there is no cuDNN: the baselin
 every Keras mode runs TensorFlow's generic loop, and the verdict is the CPU analogue of the claim.
 
 **Inside the kernels.** Every GPU row (and every CPU row of torch's) records, after its rounds, the time spent
-inside its kernels per call (one profiled pass: `protocols.in_kernel.device_time`), so each ratio's wall-time gap
-splits into the part inside the kernels and the host-side rest (`host_side`).
+inside its kernels per call (one profiled pass: `protocols.in_kernel.device_time`; on a GPU the row's device time,
+`device_s`), so each ratio's wall-time gap splits into the part inside the kernels and the host-side rest
+(`host_side`, per set `split`).
 """
 
 from __future__ import annotations
@@ -61,7 +62,8 @@ from lstmstudy.frameworks import QUEUE_CALLS, QUEUE_S, field_text, framework_wor
 from lstmstudy.results import config_text
 from lstmstudy.observe import what_ran
 from lstmstudy.parameters import check_bool, check_choices, check_positive_ints
-from lstmstudy.rules import PART_WORDS, Bands, Outcome, Verdict, combine, crossover_possible, holds_from, settle, span
+from lstmstudy.rules import (NO_DEVICE_TIME, PART_WORDS, Bands, Outcome, Verdict, combine, crossover_possible,
+                             holds_from, settle, span)
 from lstmstudy.shapes import LSTMShape
 from lstmstudy.stats import fixed_geomean_interval, geomean, geomean_interval, row_point_ratio, row_replicates
 
@@ -313,8 +315,9 @@ def _detail(text: object) -> dict:
 
 def timed(results: pd.DataFrame, clock: str | None = PER_CALL_CLOCK) -> pd.DataFrame:
     """The wall-clock rows of the grid (not the profiler's), status ok, with the paper's labels, their `clock`, the
-    time inside their kernels per call where recorded (`in_kernel_s`) and the calls a sample queued (`calls`);
-    `clock` keeps one clock's rows (None: both)."""
+    time inside their kernels per call where recorded (`in_kernel_s`: a GPU row's device time, `device_s`, else the
+    profiled pass its `observed_detail` holds, on a CPU oneDNN's op) and the calls a sample queued (`calls`); `clock`
+    keeps one clock's rows (None: both)."""
     if results.empty:
         return results.assign(label=pd.Series(dtype=str), clock=pd.Series(dtype=str),
                               in_kernel_s=pd.Series(dtype=float), calls=pd.Series(dtype=float))
@@ -322,8 +325,10 @@ def timed(results: pd.DataFrame, clock: str | None = PER_CALL_CLOCK) -> pd.DataF
     ok["clock"] = ok.config.map(clock_of)
     ok = ok[ok.clock.notna() if clock is None else ok.clock == clock]
     details = [_detail(d) for d in ok.get("observed_detail", pd.Series([""] * len(ok), index=ok.index))]
-    ok["in_kernel_s"] = [d.get("in_kernel_ms", np.nan) * 1e-3 if d.get("in_kernel_ms") is not None else np.nan
-                         for d in details]
+    profiled = pd.Series([d["in_kernel_ms"] * 1e-3 if d.get("in_kernel_ms") is not None else np.nan for d in details],
+                         index=ok.index, dtype=float)
+    device = ok["device_s"] if "device_s" in ok.columns else pd.Series(np.nan, index=ok.index)
+    ok["in_kernel_s"] = device.where(device.notna(), profiled)
     ok["calls"] = [d.get("calls_per_sample", 1) for d in details]
     versions = ok["versions"] if "versions" in ok.columns else pd.Series(None, index=ok.index, dtype=object)
     ok["label"] = [label(k, p, b, v) for k, p, b, v in zip(ok.kernel, ok.precision, ok.backend, versions)]
@@ -784,7 +789,10 @@ def host_side_text(results: pd.DataFrame) -> dict[str, str]:
                              f"inside the kernels against {row.ratio:.2f}x in wall time over {int(row.device_n)} "
                              f"configurations, {share_words(row.wall_gap_s, row.inside_gap_s)}")
             elif profiled := profiled_words(results, hw):
-                texts.append(f"on {hw}, torch.fused over torch.raw per call (the profiler's rows): {profiled}")
+                grid = f"; the grid's rows: {NO_DEVICE_TIME}" if kind == "cuda" else ""
+                texts.append(f"on {hw}, torch.fused over torch.raw per call (the profiler's rows{grid}): {profiled}")
+            elif kind == "cuda":
+                texts.append(f"on {hw}, {NO_DEVICE_TIME}")
         out[kind] = "; ".join(texts) or "not measured"
     return out
 
@@ -929,6 +937,26 @@ def host_side(results: pd.DataFrame) -> pd.DataFrame:
     return pd.DataFrame(parts, columns=columns)
 
 
+SPLIT_COLUMNS = ["hardware_id", "pair", "clock", "configurations", "wall ratio", "in-kernel ratio",
+                 "configurations with in-kernel time", "host-side share of the gap"]
+
+
+def split(results: pd.DataFrame) -> pd.DataFrame:
+    """Per hardware set, each ratio the page decides on (`HOST_PAIRS`), on the pair's clock (`ratio`): the geometric
+    mean in wall time over the configurations, the verdict's figure, beside the same in time inside the kernels (on
+    a GPU the GPU's own work, `device_s`) over the configurations where both rows recorded it, and the host-side part
+    of the gap; empty where none did (a GPU set stored before device time was), which the page says is not
+    recorded."""
+    parts = []
+    for name, first, second in HOST_PAIRS:
+        for r in ratio(results, second, first).itertuples():
+            parts.append({"hardware_id": r.hardware_id, "pair": name.replace(DEEPBENCH, r.baseline), "clock": r.clock,
+                          "configurations": r.n, "wall ratio": r.ratio, "in-kernel ratio": r.device_ratio,
+                          "configurations with in-kernel time": r.device_n, "host-side share of the gap": r.host_share})
+    return (pd.DataFrame(parts, columns=SPLIT_COLUMNS).sort_values("hardware_id", kind="stable")
+            .reset_index(drop=True))
+
+
 def overhead(results: pd.DataFrame) -> pd.DataFrame:
     """Wall time against time inside the LSTM kernel (profiler) for torch.raw and torch.fused, per
     profiled shape: what part of "PyTorch is slower than DeepBench" is framework overhead.
@@ -1060,17 +1088,18 @@ CLAIM = Claim(
               "cuda": dict(hiddens=[128, 512], deepbench_shapes=True, queued_kernels=[*KERNELS, LOOP], **_COMMON)},
     grid=grid, measure=measure, verdicts=verdicts, check=check_parameters,
     # a GPU: 0.85 s a point on the first lease (per call, no time inside the kernels per row); a queued Keras loop
-    # takes twice a per-call one's calls a sample, and every row now adds a profiled pass: planned at 1.1 s
-    seconds_per_point={"cpu": 1.4, "cuda": 1.1},
-    # the verdicts read fp32 ratios at every shape: torch.fused over the loop baseline, both queued, and Mode 1
-    # against Mode 2 (per call here: context on a GPU, where that verdict awaits queued Keras rows, which the default
-    # grid times); Keras's cuDNN over torch.fused only where Keras runs on TensorFlow, never on a GPU node, where
-    # it runs on torch. 48 per-call points (torch.raw, the CUDA-graph context, and the per-call figures beside the
-    # queued ones), 24 queued (torch.fused and cudnn.loop) and the profiler's 4; 16 bits, the skip-input baseline,
-    # the queued Keras modes and DeepBench's shapes come with the default grid. 1.0 s a point: the first lease's
-    # 0.85 s, plus a profiled pass each
-    lease=Lease(overrides={"kernel_names": ["torch.raw", "torch.fused", "keras.impl1", "keras.impl2"],
-                           "amp_kernels": ["keras.cudnn_auto"], "queued_kernels": ["torch.fused", LOOP],
+    # takes twice a per-call one's calls a sample, and every row now adds a profiled pass: 1.1 s; and 0.21 s for the
+    # calls its rows of under `stats.MIN_CALLS` lacked (their missing calls times their median): planned at 1.4 s
+    seconds_per_point={"cpu": 1.4, "cuda": 1.4},
+    # a GPU verdict reads fp32 ratios at every shape of queued rows alone: torch.fused over the loop baseline, and
+    # Mode 1 against Mode 2 (whose queued Keras rows the default grid times: per-call ones decide nothing on a GPU);
+    # Keras's cuDNN over torch.fused only where Keras runs on TensorFlow, never on a GPU node, where it runs on torch.
+    # 24 queued points (torch.fused and cudnn.loop), torch.fused's 12 per call beside them and the profiler's 4 (the
+    # overhead split); torch.raw's CUDA graph, the per-call Keras modes (the most costly at `stats.MIN_CALLS` calls:
+    # 0.09 s a call), 16 bits, the skip-input baseline and DeepBench's shapes come with the default grid. 1.1 s a
+    # point: the first lease's 0.85 s, plus a profiled pass each, its torch rows already past `stats.MIN_CALLS`
+    lease=Lease(overrides={"kernel_names": ["torch.fused"], "amp_kernels": ["keras.cudnn_auto"],
+                           "queued_kernels": ["torch.fused", LOOP],
                            "deepbench_shapes": False},
-                seconds_per_point=1.0),
+                seconds_per_point=1.1),
 )

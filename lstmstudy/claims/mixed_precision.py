@@ -32,6 +32,7 @@ reader sees which rows are bound by latency rather than arithmetic.
 
 from __future__ import annotations
 
+import math
 import re
 from collections.abc import Sequence
 from pathlib import Path
@@ -46,10 +47,10 @@ from lstmstudy.frameworks import rows_words
 from lstmstudy.observe import what_ran
 from lstmstudy.parameters import check_bool, check_choices, check_positive_ints
 from lstmstudy.results import config_text, without_exception
-from lstmstudy.rules import (PART_WORDS, SIGN_RULE, Outcome, Verdict, combine, few_timings, holds_below, holds_from,
-                             interval_label, fewest_timings, settle)
+from lstmstudy.rules import (NO_DEVICE_TIME, PART_WORDS, SIGN_RULE, Outcome, Verdict, combine, few_timings,
+                             holds_below, holds_from, interval_label, fewest_timings, settle)
 from lstmstudy.shapes import LSTMShape
-from lstmstudy.stats import interleaved, percentile_interval, row_replicates, row_round_medians, row_round_ratios
+from lstmstudy.stats import MIN_CALLS, interleaved, percentile_interval, row_replicates, row_round_medians, row_round_ratios
 
 if TYPE_CHECKING:  # measuring imports torch; the analysis below runs without it
     from lstmstudy.roofline import Limit
@@ -109,6 +110,9 @@ RULE = (f"speed-up = fp32 time / 16-bit time of nn.LSTM's AMP step ({AMP_KERNEL}
         f"beside it and does not decide. {SIGN_RULE[0].upper()}{SIGN_RULE[1:]}")
 #: the rule's two parts, decided on intervals
 SMALL_PART, LARGE_PART = holds_below(SMALL_MAX), holds_from(LARGE_MIN)
+#: a table's column of the speed-up in the GPU's own work (`speedups`' `device_ratio`), beside the wall-time one; a page
+#: says "not recorded" where it is empty
+DEVICE_SPEEDUP = "speed-up in device time"
 #: the columns that pair a 16-bit row with its fp32 row
 PAIR_KEYS = ["hardware_id", "kernel", "phase", "batch", "timesteps", "features", "hidden", "layers",
              "bidirectional", "config"]
@@ -213,9 +217,10 @@ def check_parameters(parameters: dict) -> None:
 # lstmstudy.claims' GPU_ORDER and the lease's budget add up). The first lease (an H100, 2026-11-26) measured this
 # claim's grid as it was then, 152 points of up to H=1024 T=150 B=128 (DeepBench's up to H=4096), at 0.5 s a point,
 # its build, warm-up, 5 rounds of samples and the profiler's looks included. A point whose call is longer than a
-# round's burst (min_time / ROUNDS = 12.5 ms) takes one call a round, so it pays its calls on top: 1 in its build,
-# 2 looks of the profiler (each planned at two calls: its trace of every time step's launches), 1 warm-up, ROUNDS
-# rounds and up to 3 extra rounds while it is noisy: 17 calls in the lease's one process.
+# round's burst (min_time / ROUNDS = 12.5 ms) takes its share of `stats.MIN_CALLS` a round (3 calls), so it pays its
+# calls on top: 1 in its build, 2 looks of the profiler (each planned at two calls: its trace of every time step's
+# launches), 1 warm-up, 3 a round in ROUNDS rounds and up to 3 extra rounds while it is noisy, and 2 for its device
+# time (a call that sizes the profiled pass, and the pass): 41 calls in the lease's one process.
 # A call is planned at the longer of two times. Its arithmetic at half the GEMM rate of its type the H100 measured
 # (results/roofline/cuda-h100-80gb-hbm3-2a1d35: fp32 54 TFLOP/s at n=16384, planned at 53; fp16 742): its fp32
 # training at DeepBench's H=4096 T=25 reached 47 TFLOP/s at B=128 and 31 at B=32, so half is a fair plan for the
@@ -226,11 +231,11 @@ def check_parameters(parameters: dict) -> None:
 # at H=512 T=1000 B=256 (0.57 TFLOP) every call is at its floor, 40 ms: 1.2 s a point. So the default GPU grid,
 # 208 points, is planned at 128 s (its 152 points before the paper's block, measured in 76 s at 5 rounds: 79 s at
 # ROUNDS), and the lease's 32 points at 22 s (its 24 before: 12 s).
-PLAN_BASE_S = 0.5
+PLAN_BASE_S = 0.6  # the first lease's 0.5 s, and 0.1 s for the profiled pass of its device time
 PLAN_GEMM_FLOPS = {"fp32": 53e12, "fp16": 742e12, "bf16": 742e12}
 PLAN_GEMM_SHARE = 0.5
 PLAN_STEP_FLOOR_S = {"inference": 40e-6, "train": 80e-6}
-PLAN_CALLS = 1 + 2 * 2 + 1 + ROUNDS + 3
+PLAN_CALLS = 1 + 2 * 2 + 1 + math.ceil(MIN_CALLS / ROUNDS) * (ROUNDS + 3) + 2
 PLAN_BURST_S = 0.1 / ROUNDS
 
 
@@ -278,9 +283,10 @@ def speedups(results: pd.DataFrame) -> pd.DataFrame:
     few for a 95% interval (`rules.fewest_timings`), `round_ratios` the ratio in each of their paired rounds (what
     the rule for few timings counts; empty where they were not timed in the same rounds), and `apart` each row's
     round medians, fp32's first, where they were timed apart (what it counts then; empty where they were paired).
+    `device_ratio` is the same ratio in the GPU's own work per call (`_device_ratio`), which no rule reads.
     """
-    columns = [*PAIR_KEYS, "precision", "ratio", "ratio_lo", "ratio_hi", "replicates", "fp32_ms", "low_ms",
-               "observed_kernel", "fp32_kernel", "flops", "paper", "few_timings", "round_ratios", "apart"]
+    columns = [*PAIR_KEYS, "precision", "ratio", "ratio_lo", "ratio_hi", "device_ratio", "replicates", "fp32_ms",
+               "low_ms", "observed_kernel", "fp32_kernel", "flops", "paper", "few_timings", "round_ratios", "apart"]
     if results.empty:
         return pd.DataFrame(columns=columns)
     ok = labelled(results[results.status == "ok"])
@@ -294,8 +300,8 @@ def speedups(results: pd.DataFrame) -> pd.DataFrame:
         ratio, boot = row_replicates(ref, row)
         lo, hi = percentile_interval(boot)
         rows.append({**{k: row[k] for k in PAIR_KEYS}, "precision": row["precision"], "ratio": ratio,
-                     "ratio_lo": lo, "ratio_hi": hi, "replicates": boot, "fp32_ms": ref["median_s"] * 1e3,
-                     "low_ms": row["median_s"] * 1e3,
+                     "ratio_lo": lo, "ratio_hi": hi, "device_ratio": _device_ratio(ref, row), "replicates": boot,
+                     "fp32_ms": ref["median_s"] * 1e3, "low_ms": row["median_s"] * 1e3,
                      "observed_kernel": what_ran(row["observed_kernel"], row["predicted_kernel"]),
                      "fp32_kernel": what_ran(ref["observed_kernel"], ref["predicted_kernel"]), "flops": _flops(row),
                      "paper": at_paper_sizes(int(row["hidden"]), int(row["timesteps"]), int(row["batch"])),
@@ -303,6 +309,14 @@ def speedups(results: pd.DataFrame) -> pd.DataFrame:
                      "round_ratios": row_round_ratios(ref, row),
                      "apart": ((), ()) if interleaved(ref, row) else (row_round_medians(ref), row_round_medians(row))})
     return pd.DataFrame(rows, columns=columns)
+
+
+def _device_ratio(fp32: pd.Series, low: pd.Series) -> float:
+    """fp32 over 16-bit in the GPU's own work per call (`device_s`: summed kernel durations), where both rows have it:
+    the speed-up of what 16 bits change, which a host-bound row's wall time hides. NaN on a CPU and for rows stored
+    before device time was."""
+    a, b = fp32.get("device_s", np.nan), low.get("device_s", np.nan)
+    return float(a / b) if pd.notna(a) and pd.notna(b) and a > 0 and b > 0 else np.nan
 
 
 def _kind(hardware_id: str) -> str:
@@ -320,9 +334,10 @@ ENDS = ("smallest", "largest", "largest at the paper's sizes")
 def extremes(results: pd.DataFrame) -> pd.DataFrame:
     """What the verdict reads: per hardware set and phase, the headline speed-up at the configuration with
     the fewest FLOPs ('smallest'), at the one with the most ('largest') and at the one with the most at the paper's
-    sizes (where the set holds one), with bootstrap intervals, and each end's fp32 step's achieved TFLOP/s."""
+    sizes (where the set holds one), with bootstrap intervals, the same speed-up in device time (`device_ratio`, which
+    decides nothing), and each end's fp32 step's achieved TFLOP/s."""
     table = speedups(results)
-    columns = ["hardware_id", "precision", "phase", "end", "shape", "ratio", "ratio_lo", "ratio_hi",
+    columns = ["hardware_id", "precision", "phase", "end", "shape", "ratio", "ratio_lo", "ratio_hi", "device_ratio",
                "fp32_ms", "low_ms", "fp32_tflops", "observed_kernel", "few_timings", "replicates", "round_ratios",
                "apart", "flops", "hidden", "timesteps", "batch"]
     rows = []
@@ -503,13 +518,14 @@ def skipped_table(results: pd.DataFrame) -> pd.DataFrame:
 
 
 def single_shapes(results: pd.DataFrame, kernel: str = KERAS_KERNEL) -> pd.DataFrame:
-    """The speed-ups of `kernel` as a table (on a CPU, Keras is measured at one shape only)."""
+    """The speed-ups of `kernel` as a table, each beside its speed-up in device time (on a CPU, Keras is measured at
+    one shape only)."""
     table = speedups(results)
     table = table[table.kernel == kernel]
     return (table[["hardware_id", "kernel", "phase", "precision", "hidden", "timesteps", "batch", "fp32_ms",
-                   "low_ms", "ratio", "ratio_lo", "ratio_hi", "observed_kernel"]]
+                   "low_ms", "ratio", "ratio_lo", "ratio_hi", "device_ratio", "observed_kernel"]]
             .rename(columns={"ratio": "speed-up", "ratio_lo": "95% low", "ratio_hi": "95% high",
-                             "fp32_ms": "fp32 ms", "low_ms": "16-bit ms"})
+                             "device_ratio": DEVICE_SPEEDUP, "fp32_ms": "fp32 ms", "low_ms": "16-bit ms"})
             .sort_values(["hardware_id", "phase", "precision", "hidden", "timesteps", "batch"])
             .reset_index(drop=True))
 
@@ -533,9 +549,10 @@ def by_batch(results: pd.DataFrame) -> pd.DataFrame:
     return out.astype({"batch": int}).sort_values(["hardware_id", "series", "batch"]).reset_index(drop=True)
 
 
-def _interval_cell(row: pd.Series) -> str:
-    """'1.23x (95% interval 1.10-1.30)' for a table cell."""
-    return f"{row.ratio:.2f}x ({interval_label(row.few_timings)} {row.ratio_lo:.2f}-{row.ratio_hi:.2f})"
+def _speedup_cell(row: pd.Series) -> str:
+    """'1.23x (95% interval 1.10-1.30); in device time 1.31x' for a table cell, or '...; device time not recorded'."""
+    device = (f"in device time {row.device_ratio:.2f}x" if pd.notna(row.device_ratio) else NO_DEVICE_TIME)
+    return f"{row.ratio:.2f}x ({interval_label(row.few_timings)} {row.ratio_lo:.2f}-{row.ratio_hi:.2f}); {device}"
 
 
 #: the columns of `paper_table`: the AMP step, Keras's mixed_float16 policy, and the module held in fp16
@@ -546,8 +563,8 @@ PAPER_SERIES = {AMP_KERNEL: "torch autocast fp16 (the AMP step)", KERAS_KERNEL: 
 def paper_table(results: pd.DataFrame) -> pd.DataFrame:
     """The GPU sets' inference speed-ups, fp16 over fp32, in the paper's block (batch >= the paper's 256): torch's
     autocast beside Keras's `mixed_float16` policy (the paper's TensorFlow AMP, on the set's Keras backend:
-    `keras_words`) and the module held in fp16, a column each, with their intervals; `paper` marks the rows at the
-    paper's sizes, where part (ii) is decided."""
+    `keras_words`) and the module held in fp16, a column each, with their intervals and their speed-ups in device
+    time; `paper` marks the rows at the paper's sizes, where part (ii) is decided."""
     table = speedups(results)
     columns = ["hardware_id", "hidden", "timesteps", "batch", "paper", *PAPER_SERIES.values()]
     if table.empty:
@@ -556,7 +573,7 @@ def paper_table(results: pd.DataFrame) -> pd.DataFrame:
                  & (table.precision == "fp16") & (table.batch >= PAPER_MIN_BATCH) & table.kernel.isin(PAPER_SERIES)]
     if mine.empty:
         return pd.DataFrame(columns=columns)
-    cells = mine.assign(cell=mine.apply(_interval_cell, axis=1), series=mine.kernel.map(PAPER_SERIES))
+    cells = mine.assign(cell=mine.apply(_speedup_cell, axis=1), series=mine.kernel.map(PAPER_SERIES))
     out = (cells.pivot_table(index=["hardware_id", "hidden", "timesteps", "batch", "paper"], columns="series",
                              values="cell", aggfunc="first").reset_index().rename_axis(columns=None))
     for column in PAPER_SERIES.values():
@@ -581,10 +598,10 @@ def keras_words(results: pd.DataFrame) -> dict[str, str]:
     return out
 
 
-#: `roofline_table`'s columns: a row's fp32 and 16-bit steps, each with its achieved TFLOP/s, the roofline's at its
-#: type and the share
+#: `roofline_table`'s columns: a row's speed-up in wall time and in device time, its fp32 and 16-bit steps, each with
+#: its achieved TFLOP/s, the roofline's at its type and the share
 ROOFLINE_COLUMNS = ["hardware_id", "kernel", "phase", "precision", "hidden", "timesteps", "batch", "speed-up",
-                    "fp32 ms", "fp32 TFLOP/s", "fp32 roofline TFLOP/s", "fp32 share %", "16-bit ms",
+                    DEVICE_SPEEDUP, "fp32 ms", "fp32 TFLOP/s", "fp32 roofline TFLOP/s", "fp32 share %", "16-bit ms",
                     "16-bit TFLOP/s", "16-bit roofline TFLOP/s", "16-bit share %", "roofline set by"]
 
 
@@ -612,6 +629,7 @@ def roofline_table(results: pd.DataFrame, root: Path | None = None,
         mine = limits.get(r.hardware_id, {})
         row = {"hardware_id": r.hardware_id, "kernel": r.kernel, "phase": r.phase, "precision": r.precision,
                "hidden": r.hidden, "timesteps": r.timesteps, "batch": r.batch, "speed-up": r.ratio,
+               DEVICE_SPEEDUP: r.device_ratio,
                "roofline set by": "; ".join(f"{p}: {mine[p].by}" for p in ("fp32", r.precision) if p in mine)
                or "no roofline stored"}
         for label, precision, ms in (("fp32", "fp32", r.fp32_ms), ("16-bit", r.precision, r.low_ms)):

@@ -24,7 +24,8 @@ It mirrors the frameworks' own decision code, read from their sources:
   `torch.backends.cudnn.enabled`; on the CPU, oneDNN for LSTMs without projections in float32,
   bfloat16 (AVX-512 CPUs) or float16 (AVX512-FP16/AMX CPUs, and only without autograd).
 
-tests/test_criteria.py checks the explanations against Keras's and PyTorch's actual decisions.
+tests/test_criteria.py and tests/test_criteria_torch.py check the explanations against Keras's and PyTorch's
+actual decisions.
 """
 
 from __future__ import annotations

@@ -12,7 +12,8 @@ loop baseline built, and the time inside the kernels recorded beside the wall ti
   the kernels per call (`device_time`: on a GPU every kernel the calls ran, cuDNN's and cuBLAS's; on a CPU oneDNN's
   LSTM op) in the row's `observed_detail` (`in_kernel_ms`, with the profiled pass's own wall time,
   `profiled_wall_ms`), with the clock that timed the row (`clock`, `calls_per_sample`). A CPU Keras row records
-  none: TensorFlow's ops are not torch's profiler's to see.
+  none: TensorFlow's ops are not torch's profiler's to see. On a GPU the same pass gives the row its device time
+  (`contract.PointResult.device`), so the sweep profiles it no second time.
 """
 
 from __future__ import annotations
@@ -25,7 +26,7 @@ import torch
 
 from lstmstudy import contract, kernels, timing
 from lstmstudy.errors import Skip
-from lstmstudy.observe import CPU_LSTM_OPS, FUSED, Observation, profiled_events, time_inside
+from lstmstudy.observe import CPU_LSTM_OPS, FUSED, DeviceTime, Observation, gpu_work, profiled_events, time_inside
 from lstmstudy.timing import Measurement
 
 #: a row's `observed_detail` keys this protocol writes
@@ -58,10 +59,11 @@ _profiler_warm: set[str] = set()
 
 
 def device_time(step: Callable[[], object], sync: Callable[[], object] | None, device: torch.device,
-                calls: int) -> dict:
+                calls: int) -> tuple[dict, DeviceTime | None]:
     """One profiled pass of `calls` calls of `step` and a sync: milliseconds per call inside the kernels (on a GPU
-    the summed duration of every GPU kernel; on a CPU the self time of oneDNN's LSTM op), and the pass's own wall
-    time per call (the profiler slows what it records). Where the profiler saw no kernel, why, instead.
+    the summed duration of every GPU kernel, `observe.gpu_work`, which the row's device time also is; on a CPU the
+    self time of oneDNN's LSTM op), and the pass's own wall time per call (the profiler slows what it records). Where
+    the profiler saw no kernel, why, instead.
 
     The first pass in a process, on each device, is a warm-up and is not used: starting CUPTI takes a while."""
     from torch.autograd import DeviceType
@@ -73,16 +75,15 @@ def device_time(step: Callable[[], object], sync: Callable[[], object] | None, d
     t0 = time.perf_counter()
     events = profiled_events([step] * calls + [finish], device)
     wall = (time.perf_counter() - t0) / calls
-    if device.type == "cuda":
-        total_us = sum(e.time_range.elapsed_us() for e in events if e.device_type == DeviceType.CUDA)
-    else:
-        total_us = sum(e.self_cpu_time_total for e in events
-                       if e.device_type == DeviceType.CPU and e.name in CPU_LSTM_OPS)
-    if not total_us:
+    work = gpu_work([(e.name, e.time_range.elapsed_us()) for e in events if e.device_type == DeviceType.CUDA],
+                    calls) if device.type == "cuda" else None
+    inside_s = work.seconds if work else sum(e.self_cpu_time_total for e in events if e.device_type == DeviceType.CPU
+                                             and e.name in CPU_LSTM_OPS) * 1e-6 / calls
+    if not inside_s:
         what = "no GPU kernel" if device.type == "cuda" else "no " + ", ".join(CPU_LSTM_OPS)
-        return {"in_kernel_note": f"the profiler recorded {what}"}
-    return {IN_KERNEL_MS: round(total_us * 1e-3 / calls, 6), "in_kernel_calls": calls,
-            PROFILED_WALL_MS: round(wall * 1e3, 6)}
+        return {"in_kernel_note": f"the profiler recorded {what}"}, None
+    return {IN_KERNEL_MS: round(inside_s * 1e3, 6), "in_kernel_calls": calls,
+            PROFILED_WALL_MS: round(wall * 1e3, 6)}, work
 
 
 def _records_device_time(point: contract.Point, device: torch.device) -> bool:
@@ -127,10 +128,11 @@ def prepare(point: contract.Point, device: torch.device, *, profiled: Mapping[st
     def finish(m: Measurement) -> contract.PointResult:
         result = got.finish(m)
         detail = {**result.observed.detail, CLOCK: QUEUED if is_queued else PER_CALL, CALLS: m.calls}
+        work = None
         if records:  # sized like a queued sample: a 0.1 ms call alone is too short for the profiler's clock
-            detail.update(device_time(got.step, got.sync, device,
-                                      calls if is_queued else timing.queue_length(m.median)))
-        return replace(result, observed=Observation(result.observed.kernel, detail))
+            inside, work = device_time(got.step, got.sync, device, calls if is_queued else timing.queue_length(m.median))
+            detail.update(inside)
+        return replace(result, observed=Observation(result.observed.kernel, detail), device=work)
 
     return contract.Prepared(step=timing.Queued(got.step, calls) if is_queued else got.step, sync=got.sync,
                              finish=finish)
