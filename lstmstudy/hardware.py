@@ -299,6 +299,9 @@ class Fingerprint:
     host_calibration_s: float | None = None
     #: what the machine runs in (`runtime`): a VM's, a sandbox's or a container's launch costs differ
     runtime: str = ""
+    #: ends the `hardware_id` of a run that measures into a set of its own beside an older one of the same id
+    #: (`sweep.own_set`); '' for every other run
+    set_suffix: str = ""
 
     @property
     def hardware_id(self) -> str:
@@ -512,13 +515,15 @@ def hardware_id(fp: Fingerprint) -> str:
     """A short, stable, filename-safe name for a result set, e.g. `cuda-h100-80gb-hbm3-1a2b3c` (GPU model and
     host tag) or `cpu-xeon-f6m143-2t` (CPU model and threads); a CPU measured with oneDNN capped (`ISA_CAPS`) is
     a set of its own, `cpu-xeon-f6m143-2t-avx2`, and one with torch's kernels capped (`ATEN_CAP`) too,
-    `cpu-xeon-f6m143-2t-aten-avx2`: they run other kernels than the same CPU uncapped."""
+    `cpu-xeon-f6m143-2t-aten-avx2`: they run other kernels than the same CPU uncapped. A run beside an older set
+    of its id ends in its `set_suffix` (`sweep.own_set`)."""
+    own = f"-{fp.set_suffix}" if fp.set_suffix else ""
     if fp.device_kind == "cuda":
-        return f"cuda-{_slug(fp.gpu_name)}-{fp.host}" if fp.host else f"cuda-{_slug(fp.gpu_name)}"
+        return (f"cuda-{_slug(fp.gpu_name)}-{fp.host}" if fp.host else f"cuda-{_slug(fp.gpu_name)}") + own
     name = _slug(fp.cpu_model) or "unknown"
     if not re.search(r"\d", name) or name in ARCHITECTURES:
         name = f"{name}-{_cpu_signature(fp.cpu_identity)}"
     cap = isa_cap(fp.environment).partition("=")[2]
     aten = fp.environment.get(ATEN_CAP, "")
     return (f"cpu-{name}-{fp.threads}t" + (f"-{_slug(cap)}" if cap else "")
-            + (f"-aten-{_slug(aten)}" if aten else ""))
+            + (f"-aten-{_slug(aten)}" if aten else "") + own)

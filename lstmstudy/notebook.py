@@ -18,7 +18,7 @@ from lstmstudy.claims import DEVICE_KINDS, Claim
 from lstmstudy.errors import ParameterError
 from lstmstudy.parameters import check_bool, check_positive_number
 from lstmstudy.results import default_root as results_default_root
-from lstmstudy.results import fingerprints
+from lstmstudy.results import fingerprints, read_rows, set_path
 from lstmstudy.rules import (CPU_ANALOGUE, GPU, PUBLISHED_PREFIX, RESTS_ON_HOST_BOUND, SIGN_RULE_ALPHA, Outcome,
                              Verdict, gpu_timing, one_burst_sets, why_not_measured)
 
@@ -64,7 +64,7 @@ def hardware_sets(results: pd.DataFrame, claim: str | None = None, root: Path | 
     how they were timed (of a GPU set, what its rows timed: `rules.gpu_timing`), and, given the claim's name, the
     commits they were measured at: a set measured from a tree with uncommitted changes says so, since no commit holds
     the code that measured it."""
-    columns = ["hardware_id", "evidence", "configurations", "timing", "measured at", "speed"]
+    columns = ["hardware_id", "evidence", "configurations", "timing", "measured at", "speed", "runs"]
     if results.empty:
         return pd.DataFrame(columns=columns)
     bursts = one_burst_sets(results)
@@ -79,7 +79,8 @@ def hardware_sets(results: pd.DataFrame, claim: str | None = None, root: Path | 
         rows.append({"hardware_id": hardware_id, "evidence": evidence if timed else "not measured",
                      "configurations": len(part), "timing": timing,
                      "measured at": _provenance(part, stored.get(hardware_id, [])),
-                     "speed": _speed(part, stored.get(hardware_id, []))})
+                     "speed": _speed(part, stored.get(hardware_id, [])),
+                     "runs": _machines(claim, hardware_id, root, stored.get(hardware_id, [])) if claim else ""})
     return pd.DataFrame(rows, columns=columns)
 
 
@@ -106,6 +107,27 @@ def _speed(rows: pd.DataFrame, stored: list[dict]) -> str:
         return "not recorded (measured before runs were calibrated)"
     spread = f"{found[0]:.3g} ms" if len(found) == 1 else f"{found[0]:.3g}-{found[-1]:.3g} ms"
     return f"{len(found)} run(s), fp32 GEMM in {spread}"
+
+
+def _machines(claim: str, hardware_id: str, root: Path | None, stored: list[dict]) -> str:
+    """Every run whose rows a set's file holds, the superseded and other workers' included: its machine (the
+    fingerprint's host tag and runtime), the days of its rows, how many and its speed. One id can name two
+    machines of one kind, and rows of both would otherwise sit in one set unseen."""
+    rows = pd.DataFrame(read_rows(set_path(claim, hardware_id, root)))
+    if rows.empty:
+        return "no rows"
+    known = {fp["id"]: fp for fp in stored}
+
+    def run(row: pd.Series) -> str:
+        fp = known.get(row.fingerprint_id, {})
+        machine = f"host {fp.get('host') or 'not recorded'}" + (f" ({fp['runtime']})" if fp.get("runtime") else "")
+        speed = f"fp32 GEMM in {fp['calibration_s'] * 1e3:.3g} ms" if fp.get("calibration_s") else "speed not recorded"
+        return f"{machine}, {row.created_at[:10]}, {speed}"
+
+    runs = rows.assign(run=rows.apply(run, axis=1)).groupby("run", sort=False)
+    return f"{runs.ngroups} run(s): " + "; ".join(
+        f"{text}: {len(part)} rows" + (f" from {part.process.nunique()} processes" if part.process.nunique() > 1 else "")
+        for text, part in runs)
 
 
 def _provenance(rows: pd.DataFrame, stored: list[dict]) -> str:

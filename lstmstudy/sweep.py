@@ -354,6 +354,25 @@ def _store_unavailable(claim: str, todo: list[Point], protocol: GroupProtocol, d
     return rest
 
 
+#: what ends the set id of a run that measures beside a stored set of its id whose runs recorded no speed (`own_set`)
+OWN_SET_SUFFIX = "calibrated"
+
+
+def own_set(claim: str, fp: hardware.Fingerprint, root: Path | None, rerun: bool) -> hardware.Fingerprint:
+    """`fp`, or, where the stored set of its id comes only from runs that recorded no speed calibration (stored before
+    runs were calibrated, perhaps on another machine of that id), `fp` naming a set of its own (`OWN_SET_SUFFIX`),
+    said in one line: its rows would otherwise join rows whose machine and speed nothing can compare with its own.
+    `rerun` measures the stored set again instead (the pages read the newest rows)."""
+    stored = results.fingerprints(claim, root).get(fp.hardware_id, [])
+    if rerun or fp.calibration_s is None or not stored or any(f.get("calibration_s") for f in stored):
+        return fp
+    own = replace(fp, set_suffix=OWN_SET_SUFFIX)
+    print(f"note: {claim}: the runs that stored {fp.hardware_id} recorded no speed, so this machine's rows cannot be "
+          f"paired with theirs: measuring into a set of its own, {own.hardware_id} (--rerun measures "
+          f"{fp.hardware_id} again instead)", file=sys.stderr)
+    return own
+
+
 def check_speed(claim: str, fp: hardware.Fingerprint, root: Path | None = None) -> None:
     """Refuse to add rows to a set whose stored runs ran at another speed (`hardware.calibrate`, the device's
     arithmetic, and `hardware.calibrate_host`, the host's launches): the claims pair rows of one set in ratios, and
@@ -471,6 +490,7 @@ def run_process(claim: str, points: list[Point], prepare: Prepare | GroupProtoco
     with ieee_fp32(dev):  # the arithmetic every row of the sweep holds
         fp = replace(hardware.fingerprint(dev), calibration_s=hardware.calibrate(dev),
                      host_calibration_s=hardware.calibrate_host(dev) if dev.type == "cuda" else None)
+    fp = own_set(claim, fp, root, rerun)
     if not rerun:
         check_speed(claim, fp, root)
     results.record_fingerprint(claim, fp.as_dict(), root)

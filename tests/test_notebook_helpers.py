@@ -44,8 +44,8 @@ def _store(root, hardware_id: str, dirty: bool | None, commit: str = "abc123", c
         fingerprint["calibration_s"] = calibration_s
     if dirty is not None:
         fingerprint["git_dirty"] = dirty
-    path = results.record_fingerprint(claim.NAME, fingerprint, root)
-    fp_id = results.fingerprints(claim.NAME, root)[path.stem][0]["id"]
+    results.record_fingerprint(claim.NAME, fingerprint, root)
+    fp_id = results.fingerprint_id(fingerprint)
     results.append(claim.NAME, hardware_id, [{"kernel": "torch.fused", "hardware_id": hardware_id, "device": "cpu",
                                               "device_kind": "cpu", "status": "ok", "median_s": 1.0,
                                               "samples_s": [1.0, 1.0], "round_sizes": [1, 1], "round_seed": 3,
@@ -124,6 +124,14 @@ def test_a_set_says_at_what_speed_its_runs_were_measured(tmp_path):
         "hardware_id")["speed"]
     assert speed.to_dict() == {"cpu-fast-2t": "1 run(s), fp32 GEMM in 0.195 ms",
                                "cpu-old-2t": "not recorded (measured before runs were calibrated)"}
+
+
+def test_a_set_lists_the_runs_and_machines_its_rows_come_from(tmp_path):
+    _store(tmp_path, "cpu-fast-2t", False, calibration_s=0.000195)
+    _store(tmp_path, "cpu-fast-2t", False)  # a second run into the set, with no speed recorded
+    runs = notebook.hardware_sets(results.load(claim.NAME, tmp_path), claim.NAME, tmp_path).set_index(
+        "hardware_id")["runs"]["cpu-fast-2t"]
+    assert runs.startswith("2 run(s): host ") and "fp32 GEMM in 0.195 ms: " in runs and "speed not recorded: " in runs
 
 
 def test_a_table_without_rows_is_a_sentence_and_a_missing_value_is_words():

@@ -140,7 +140,7 @@ def test_rerun_measures_again_and_load_keeps_the_newest(results_root):
 
 def test_a_set_stored_at_another_speed_is_refused_in_one_line_and_kept(results_root, monkeypatch):
     """The same VM id ran 2.2x slower on another day: resuming would pair rows timed at two speeds in every ratio.
-    Within the calibration's tolerance, a set stored before calibrations existed, or `rerun` go on."""
+    Within the calibration's tolerance, or with `rerun`, it goes on."""
     from lstmstudy import hardware
     from lstmstudy.errors import SpeedChanged
 
@@ -607,3 +607,21 @@ def test_a_sigterm_to_the_sweep_alone_ends_its_worker_too(tmp_path):
     assert parent.wait(timeout=120) != 0
     with pytest.raises(ProcessLookupError):
         os.kill(worker, 0)  # gone (reaped by the parent before it exited)
+
+
+def test_a_run_beside_a_set_of_unknown_speed_measures_into_a_set_of_its_own(results_root, monkeypatch, capsys):
+    """A set stored before runs were calibrated, maybe on another machine of this id: this run's rows could not be
+    told from its rows nor paired at one speed, so they go into a set of their own, which later runs resume;
+    `rerun` measures the stored set again instead."""
+    speed = {"s": None}  # a run of before calibrations
+    monkeypatch.setattr(hardware, "calibrate", lambda device: speed["s"])
+    sweep.run("demo", grid(2), lambda p, d: fake_outcome(), device="cpu", progress=False)
+    speed["s"] = 1e-3
+    report = sweep.run("demo", grid(2), lambda p, d: fake_outcome(), device="cpu", progress=False)
+    own = f"{HW}-{sweep.OWN_SET_SUFFIX}"
+    assert report.measured == 2 and report.path.name == f"{own}.csv"
+    said = [line for line in capsys.readouterr().err.splitlines() if line.startswith("note: demo")]
+    assert len(said) == 1 and f"measuring into a set of its own, {own}" in said[0]
+    assert sweep.run("demo", grid(2), lambda p, d: fake_outcome(), device="cpu", progress=False).already_stored == 2
+    again = sweep.run("demo", grid(2), lambda p, d: fake_outcome(), device="cpu", progress=False, rerun=True)
+    assert again.path.name == f"{HW}.csv" and again.measured == 2
