@@ -237,9 +237,12 @@ def device_time(step: Callable[[], object], sync: Callable[[], object], device: 
     step()
     sync()
     calls = int(min(max(work_s / max(time.perf_counter() - start, 1e-9), 1), most))
-    # the profiler's raw records: building its events would cost seconds for an epoch's thousands of kernels
+    # the profiler's raw records: building its events would cost seconds for an epoch's thousands of kernels. A
+    # `record_function` range (an optimizer's step, a compiled region) is put on the GPU too, over the kernels it
+    # spans and the gaps between them: it is no GPU work of its own
     records = _profile([step] * calls + [sync], device).profiler.kineto_results.events()
-    return gpu_work([(e.name(), e.duration_ns() * 1e-3) for e in records if e.device_type() == DeviceType.CUDA], calls)
+    return gpu_work([(e.name(), e.duration_ns() * 1e-3) for e in records
+                     if e.device_type() == DeviceType.CUDA and not e.is_user_annotation()], calls)
 
 
 def gpu_work(activity: Sequence[tuple[str, float]], calls: int) -> DeviceTime | None:

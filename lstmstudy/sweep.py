@@ -299,10 +299,11 @@ def measure_group(points: list[Point], prepare: Prepare, device: torch.device,
 
 def _with_device_time(result: PointResult, prepared: Prepared, device: torch.device) -> PointResult:
     """`result` with the GPU's own time per call of its step (`observe.device_time`, one profiled pass after the
-    rounds), where its protocol did not measure it; unchanged on a CPU, and where the profiler fails (the timed row
+    rounds), where its protocol did not measure it; unchanged on a CPU, for a step without a sync (one that times
+    itself: an energy window), and where the profiler fails (the timed row
     stands without device time, which its page then says) unless the failure poisoned the CUDA context."""
-    if result.device is not None or device.type != "cuda":
-        return result
+    if result.device is not None or device.type != "cuda" or prepared.sync is None:
+        return result  # no sync: a step timed its own way (an energy window), which one more call would repeat
     step = prepared.step.step if isinstance(prepared.step, Queued) else prepared.step
     try:
         return replace(result, device=device_time(step, prepared.sync, device))

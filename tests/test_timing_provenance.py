@@ -25,9 +25,10 @@ def points(n: int = 2) -> list[contract.Point]:
     return [contract.Point("torch.fake", LSTMShape(batch=b, timesteps=4, features=2, hidden=8)) for b in range(1, n + 1)]
 
 
-def record(name: str, us: float, kind: DeviceType = DeviceType.CUDA) -> SimpleNamespace:
+def record(name: str, us: float, kind: DeviceType = DeviceType.CUDA, annotation: bool = False) -> SimpleNamespace:
     """One of the profiler's raw records."""
-    return SimpleNamespace(name=lambda: name, device_type=lambda: kind, duration_ns=lambda: us * 1e3)
+    return SimpleNamespace(name=lambda: name, device_type=lambda: kind, duration_ns=lambda: us * 1e3,
+                           is_user_annotation=lambda: annotation)
 
 
 def profiled_pass(records: list) -> SimpleNamespace:
@@ -36,14 +37,15 @@ def profiled_pass(records: list) -> SimpleNamespace:
 
 
 def test_device_time_sums_the_gpu_work_of_a_profiled_pass_per_call(monkeypatch):
-    """Three calls, each two kernels (30 us) and a copy (5 us): 35 us and two kernels a call; the host's ops are not
-    device time."""
+    """Three calls, each two kernels (30 us) and a copy (5 us): 35 us and two kernels a call; the host's ops and a
+    `record_function` range over the kernels (an optimizer's step) are not device time."""
     seen = {}
 
     def profile(calls, device):
         seen["calls"] = len(calls) - 1  # the sync closes the pass
         kernels = [record("RNN_blockPersist_fp_LSTM", 20.0), record("elemWiseRNNcell", 10.0), record("Memcpy HtoD", 5.0)]
-        return profiled_pass([record("aten::lstm", 900.0, DeviceType.CPU)] + kernels * seen["calls"])
+        spans = [record("Optimizer.step#Adam.step", 50.0, annotation=True)]
+        return profiled_pass([record("aten::lstm", 900.0, DeviceType.CPU)] + (kernels + spans) * seen["calls"])
 
     monkeypatch.setattr(observe, "_profile", profile)
     got = observe.device_time(lambda: None, lambda: None, CUDA, most=3)
@@ -80,7 +82,7 @@ def test_a_gpu_groups_rows_carry_device_time_timer_and_gpu_state(results_root, m
         def step():
             pass
         step.batch = point.shape.batch
-        return contract.Prepared(step=step, sync=None, finish=lambda m: contract.PointResult(
+        return contract.Prepared(step=step, sync=lambda: None, finish=lambda m: contract.PointResult(
             measurement=timing.Measurement((1e-3,) * 4, 0, 1, "cuda-events", (2, 2), 7), observed=Observation("cudnn")))
 
     sweep.run("demo", points(), prepare, timing.Rounds(rounds=2, warmup=0, burst_s=0.0), device="cuda",
@@ -199,8 +201,18 @@ def test_a_profiler_that_fails_costs_a_row_its_device_time_not_its_timing(result
         raise RuntimeError("CUPTI_ERROR_NOT_INITIALIZED")
 
     monkeypatch.setattr(sweep, "device_time", broken)
-    outcome = contract.Prepared(step=lambda: None, sync=None, finish=lambda m: contract.PointResult(measurement=m))
+    outcome = contract.Prepared(step=lambda: None, sync=lambda: None,
+                                finish=lambda m: contract.PointResult(measurement=m))
     sweep.run("demo", points(1), lambda p, d: outcome, timing.Rounds(rounds=2, warmup=0, burst_s=0.0), device="cuda",
               progress=False)
     row = results.load("demo").iloc[0]
     assert row.status == "ok" and row.device_s != row.device_s and row.host_bound is None  # NaN: not recorded
+
+
+def test_a_step_that_times_itself_gets_no_profiled_call_more(results_root, monkeypatch, fake_gpu):
+    """An energy window is a step without a sync: one more call of it would be one more whole window."""
+    monkeypatch.setattr(sweep, "device_time", lambda step, sync, device: pytest.fail("profiled an energy window"))
+    window = contract.Prepared(step=lambda: None, sync=None, finish=lambda m: contract.PointResult(measurement=m))
+    sweep.run("demo", points(1), lambda p, d: window, timing.Rounds(rounds=2, warmup=0, burst_s=0.0), device="cuda",
+              progress=False)
+    assert results.load("demo").status.tolist() == ["ok"]

@@ -75,7 +75,8 @@ def device_time(step: Callable[[], object], sync: Callable[[], object] | None, d
     t0 = time.perf_counter()
     events = profiled_events([step] * calls + [finish], device)
     wall = (time.perf_counter() - t0) / calls
-    work = gpu_work([(e.name, e.time_range.elapsed_us()) for e in events if e.device_type == DeviceType.CUDA],
+    work = gpu_work([(e.name, e.time_range.elapsed_us()) for e in events
+                     if e.device_type == DeviceType.CUDA and not e.is_user_annotation],  # a range, not work
                     calls) if device.type == "cuda" else None
     inside_s = work.seconds if work else sum(e.self_cpu_time_total for e in events if e.device_type == DeviceType.CPU
                                              and e.name in CPU_LSTM_OPS) * 1e-6 / calls
