@@ -188,10 +188,17 @@ SLOWDOWNS = {
 }
 
 
+#: the driver's running counts of nanoseconds the GPU was held below its clocks, by cause: what a group's start and
+#: end states tell apart when the GPU was slowed while it worked, which the slowdowns read at either idle end miss
+VIOLATIONS = {"power_violation_ns": pynvml.NVML_PERF_POLICY_POWER,
+              "thermal_violation_ns": pynvml.NVML_PERF_POLICY_THERMAL}
+
+
 def gpu_state(index: int) -> dict[str, object]:
     """GPU `index`'s state at this moment, as each group of rows stores it at its start and end (the study leaves
-    clocks alone, so it records them): SM and memory clocks (MHz), temperature (C), power (W) and the slowdowns NVML
-    names (`SLOWDOWNS`). A query this GPU refuses reads None."""
+    clocks alone, so it records them): SM and memory clocks (MHz), temperature (C), power (W), the slowdowns NVML
+    names now (`SLOWDOWNS`) and the running counts of time slowed (`VIOLATIONS`). A query this GPU refuses reads
+    None."""
     queries: dict[str, Callable[[Any], object]] = {
         "sm_mhz": lambda h: pynvml.nvmlDeviceGetClockInfo(h, pynvml.NVML_CLOCK_SM),
         "memory_mhz": lambda h: pynvml.nvmlDeviceGetClockInfo(h, pynvml.NVML_CLOCK_MEM),
@@ -199,6 +206,8 @@ def gpu_state(index: int) -> dict[str, object]:
         "power_w": lambda h: pynvml.nvmlDeviceGetPowerUsage(h) / 1000.0,
         "slowdowns": lambda h: [name for name, bit in SLOWDOWNS.items()
                                 if pynvml.nvmlDeviceGetCurrentClocksEventReasons(h) & bit],
+        **{name: (lambda h, policy=policy: pynvml.nvmlDeviceGetViolationStatus(h, policy).violationTime)
+           for name, policy in VIOLATIONS.items()},
     }
     handle = _open_device(index)
     try:

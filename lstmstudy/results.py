@@ -378,7 +378,7 @@ def load(claim: str, root: Path | None = None, *, latest: bool = True, sets: str
     (`_join_processes`). `samples` holds the raw samples as a list, `process_rounds` how many rounds each process
     timed (empty for one process), `host` the host tag of the fingerprint that produced the row ('' where unknown).
     Three flags are formed on reading, never trusted from the file: `noisy` (`_noisy`), `host_bound` (`_host_bound`)
-    and `throttled` (the GPU named a slowdown at its group's start or end; None where no GPU state was read).
+    and `throttled` (`_throttled`: the GPU was slowed during its group; None where no GPU state was read).
     """
     folder = Path(root or default_root()) / claim
     rows = [row for path in sorted(folder.glob(f"{sets}.csv")) for row in read_rows(path)
@@ -394,7 +394,7 @@ def load(claim: str, root: Path | None = None, *, latest: bool = True, sets: str
     frame["samples"] = [json.loads(s) if s else [] for s in frame["samples_s"]]
     frame["round_sizes"] = [json.loads(s) if s else [] for s in frame["round_sizes"]]
     frame["gpu_state"] = [json.loads(s) if s else {} for s in frame["gpu_state"]]
-    frame["throttled"] = [bool(_slowdowns(state)) if state else None for state in frame["gpu_state"]]
+    frame["throttled"] = [_throttled(state) if state else None for state in frame["gpu_state"]]
     frame["created_at"] = pd.to_datetime(frame["created_at"], utc=True)
     hosts = {fp["id"]: fp.get("host", "") for known in fingerprints(claim, root).values() for fp in known}
     frame["host"] = frame["fingerprint_id"].map(lambda i: hosts.get(i, ""))  # "" for rows stored before ids
@@ -405,10 +405,18 @@ def load(claim: str, root: Path | None = None, *, latest: bool = True, sets: str
     return frame.assign(noisy=_noisy(frame), host_bound=_host_bound(frame)).reset_index(drop=True)
 
 
-def _slowdowns(state: Mapping) -> list[str]:
-    """The clock slowdowns (`nvml.SLOWDOWNS`) a group's GPU state names at its start or end."""
-    return sorted({name for moment in state.values() if isinstance(moment, Mapping)
-                   for name in moment.get("slowdowns") or ()})
+#: a group's GPU state's running counts of time its clocks were held down (`nvml.VIOLATIONS`)
+VIOLATION_COUNTS = ("power_violation_ns", "thermal_violation_ns")
+
+
+def _throttled(state: Mapping) -> bool:
+    """Whether a group's GPU was slowed: a slowdown (`nvml.SLOWDOWNS`) named at its start or end, or time held down
+    that its running counts gained between them (the ends are idle, when no cap holds)."""
+    start, end = state.get("start") or {}, state.get("end") or {}
+    named = any(moment.get("slowdowns") for moment in (start, end))
+    gained = any(isinstance(start.get(c), int) and isinstance(end.get(c), int) and end[c] > start[c]
+                 for c in VIOLATION_COUNTS)
+    return named or gained
 
 
 def _noisy(frame: pd.DataFrame) -> pd.Series:

@@ -183,11 +183,14 @@ def test_the_flags_are_formed_on_reading_never_taken_from_the_file(results_root)
     results.append("demo", "cpu-test-1t", [
         row(0, **calm, noisy=True, device_s=0.009, kernels_per_call=5.0, timer="cuda-events"),
         row(1, **wide, noisy=False, device_s=0.002, kernels_per_call=260.0, gpu_state=state),
-        row(2, median_s=0.010, gpu_state={"start": {"slowdowns": []}, "end": {"slowdowns": []}})])
+        row(2, median_s=0.010, gpu_state={"start": {"slowdowns": []}, "end": {"slowdowns": []}}),
+        # both ends idle, but the power cap held the clocks down for 2 ms between them
+        row(3, median_s=0.010, gpu_state={"start": {"slowdowns": [], "power_violation_ns": 10},
+                                          "end": {"slowdowns": [], "power_violation_ns": 2_000_010}})])
     frame = results.load("demo").set_index("batch")
-    assert frame.noisy.tolist() == [False, True, None]
-    assert frame.host_bound.tolist() == [False, True, None]  # 10 ms against 9 ms of kernels; against 2 ms
-    assert frame.throttled.tolist() == [None, True, False]
+    assert frame.noisy.tolist() == [False, True, None, None]
+    assert frame.host_bound.tolist() == [False, True, None, None]  # 10 ms against 9 ms of kernels; against 2 ms
+    assert frame.throttled.tolist() == [None, True, False, True]
     assert frame.timer[0] == "cuda-events" and frame.kernels_per_call[1] == 260.0
     assert frame.gpu_state[1]["end"]["sm_mhz"] == 1500
 

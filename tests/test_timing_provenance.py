@@ -155,17 +155,21 @@ class FakeNvmlState:
     def nvmlDeviceGetCurrentClocksEventReasons(self, handle):
         return self.reasons
 
+    def nvmlDeviceGetViolationStatus(self, handle, policy):
+        return SimpleNamespace(referenceTime=0, violationTime={nvml.pynvml.NVML_PERF_POLICY_POWER: 5_000}.get(policy, 0))
+
 
 def test_the_gpu_state_names_clocks_power_and_slowdowns(monkeypatch):
     fake = FakeNvmlState(nvml.pynvml.nvmlClocksEventReasonGpuIdle | nvml.pynvml.nvmlClocksEventReasonHwThermalSlowdown)
     for name in ("nvmlDeviceGetClockInfo", "nvmlDeviceGetTemperature", "nvmlDeviceGetPowerUsage",
-                 "nvmlDeviceGetCurrentClocksEventReasons"):
+                 "nvmlDeviceGetCurrentClocksEventReasons", "nvmlDeviceGetViolationStatus"):
         monkeypatch.setattr(nvml.pynvml, name, getattr(fake, name))
     monkeypatch.setattr(nvml, "_open_device", lambda index: "handle")
     monkeypatch.setattr(nvml.pynvml, "nvmlShutdown", lambda: None)
     state = nvml.gpu_state(0)
     assert state == {"sm_mhz": 1980, "memory_mhz": 3201, "temperature_c": None, "power_w": 312.5,
-                     "slowdowns": ["hw_thermal"]}  # idle is no slowdown
+                     "slowdowns": ["hw_thermal"],  # idle is no slowdown
+                     "power_violation_ns": 5_000, "thermal_violation_ns": 0}
     assert json.loads(json.dumps(state)) == state  # stored as JSON in the row
 
 
@@ -216,3 +220,18 @@ def test_a_step_that_times_itself_gets_no_profiled_call_more(results_root, monke
     sweep.run("demo", points(1), lambda p, d: window, timing.Rounds(rounds=2, warmup=0, burst_s=0.0), device="cuda",
               progress=False)
     assert results.load("demo").status.tolist() == ["ok"]
+
+
+def test_a_profiler_that_fails_in_claim_4s_pass_leaves_the_row_timed(monkeypatch):
+    from lstmstudy.claims import frameworks_vs_baseline as claim
+    from lstmstudy.protocols import in_kernel
+
+    def broken(*args, **options):
+        raise RuntimeError("CUPTI_ERROR_NOT_INITIALIZED")
+
+    monkeypatch.setattr(in_kernel, "device_time", broken)
+    shape = LSTMShape(batch=1, timesteps=4, features=8, hidden=8)
+    got = in_kernel.prepare(contract.Point("torch.fused", shape), torch.device("cpu"), profiled=claim.IN_KERNEL,
+                            queued=claim.QUEUED)
+    result = got.finish(timing.measure(got.step, warmup=1, min_samples=3, max_samples=3, min_time=0))
+    assert result.measurement.n == 3 and "the profiler failed" in result.observed.detail["in_kernel_note"]

@@ -26,6 +26,7 @@ import torch
 
 from lstmstudy import contract, kernels, timing
 from lstmstudy.errors import Skip
+from lstmstudy.sweep import is_fatal_cuda_error
 from lstmstudy.observe import CPU_LSTM_OPS, FUSED, DeviceTime, Observation, gpu_work, profiled_events, time_inside
 from lstmstudy.timing import Measurement
 
@@ -131,7 +132,13 @@ def prepare(point: contract.Point, device: torch.device, *, profiled: Mapping[st
         detail = {**result.observed.detail, CLOCK: QUEUED if is_queued else PER_CALL, CALLS: m.calls}
         work = None
         if records:  # sized like a queued sample: a 0.1 ms call alone is too short for the profiler's clock
-            inside, work = device_time(got.step, got.sync, device, calls if is_queued else timing.queue_length(m.median))
+            try:
+                inside, work = device_time(got.step, got.sync, device,
+                                           calls if is_queued else timing.queue_length(m.median))
+            except RuntimeError as exc:  # the profiler's failure costs the row its time inside, not its timing
+                if is_fatal_cuda_error(exc):
+                    raise
+                inside = {"in_kernel_note": f"the profiler failed: {exc}"}
             detail.update(inside)
         return replace(result, observed=Observation(result.observed.kernel, detail), device=work)
 
