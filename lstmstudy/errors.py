@@ -41,6 +41,11 @@ class ResultsCorrupt(StudyError):
     """A results file that cannot be parsed; it is reported by file and line and never overwritten."""
 
 
+class PackRefused(StudyError):
+    """A packed result set that `lstmstudy unpack` will not take in (over a cap, a link, a file or row of another
+    set, a CSV without its fingerprint): packs come from strangers, and nothing of a refused one is written."""
+
+
 class ParameterError(StudyError, ValueError):
     """A notebook or CLI parameter of the wrong type or value."""
 
