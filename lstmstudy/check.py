@@ -3,10 +3,10 @@
 In under a minute it shows what the sweep will run on (GPU, driver, CUDA, cuDNN, the TF32 settings, the
 Keras backend), the node (its runtime, host CPU and what names its set) and the GPU's clocks and slowdowns now, which
 kernel `nn.LSTM` really runs at each precision and in which dtype, whether the raw cuDNN baseline's CUDA graph runs,
-whether the profiler sees the GPU's kernels (each row's device time) and whether NVML's energy counter advances. A line that would spoil some rows is a
-failure shown for what it costs; only one that would spoil the whole sweep (cuDNN unusable: `nn.LSTM` in fp32 not
-running it) stops measuring, and the command exits non-zero then: on a short GPU lease a check that vetoes
-measuring for one claim's 16-bit rows would cost every claim.
+whether the profiler sees the GPU's kernels (each row's device time) and whether NVML's energy counter advances,
+and its period. A line that would spoil some rows is a failure shown for what it costs; only one that would spoil the
+whole sweep (cuDNN unusable: `nn.LSTM` in fp32 not running it) stops measuring, and the command exits non-zero then:
+on a short GPU lease a check that vetoes measuring for one claim's 16-bit rows would cost every claim.
 """
 
 from __future__ import annotations
@@ -61,7 +61,7 @@ def _energy(device: torch.device) -> Check:
     try:
         from lstmstudy import nvml
 
-        index = nvml.nvml_index(str(torch.cuda.get_device_properties(device).uuid), device.index or 0)
+        index = nvml.device_index(device)
         a = torch.randn(2048, 2048, device=device)
         with nvml.GpuMonitor(index, sync=sync_for(device)) as monitor, monitor.window("check") as holder:
             end = time.monotonic() + 0.5
@@ -105,8 +105,7 @@ def _counter_period(device: torch.device) -> str:
         from lstmstudy import nvml
     except ImportError:
         return "not measured: nvidia-ml-py is not installed"
-    return nvml.counter_period_line(nvml.nvml_index(str(torch.cuda.get_device_properties(device).uuid),
-                                                    device.index or 0))
+    return nvml.counter_period_line(nvml.device_index(device))
 
 
 def checks(device: torch.device) -> Iterator[Check]:

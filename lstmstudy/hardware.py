@@ -210,21 +210,12 @@ def _nvml(read: Callable[[ModuleType], T], missing: T) -> T:
         return missing
 
 
-def _nvml_index(device: torch.device) -> int:
-    """NVML's index of a CUDA device (CUDA_VISIBLE_DEVICES renumbers CUDA's, not NVML's)."""
-    import torch
-
-    from lstmstudy import nvml
-
-    return nvml.nvml_index(str(torch.cuda.get_device_properties(device).uuid), device.index or 0)
-
-
 def gpu_state(device: torch.device) -> dict[str, object]:
     """The GPU's clocks, temperature, power and slowdowns now (`nvml.gpu_state`), which each group of rows stores at
     its start and end; empty on a CPU or where NVML cannot say."""
     if device.type != "cuda":
         return {}
-    return _nvml(lambda nvml: nvml.gpu_state(_nvml_index(device)), {})
+    return _nvml(lambda nvml: nvml.gpu_state(nvml.device_index(device)), {})
 
 
 def runtime() -> str:
@@ -252,7 +243,7 @@ def _read(path: str) -> str:
 
 def _gpu_facts(device: torch.device) -> dict:
     """NVML's view of the GPU (driver, clocks, power limit, persistence); empty where NVML is missing."""
-    return _nvml(lambda nvml: nvml.device_facts(_nvml_index(device)), {})
+    return _nvml(lambda nvml: nvml.device_facts(nvml.device_index(device)), {})
 
 
 @dataclass(frozen=True)
@@ -383,7 +374,8 @@ SPEED_TOLERANCE = 1.75
 
 def calibrate(device: torch.device, tries: int = 30) -> float:
     """Seconds of one fixed fp32 GEMM on `device` (`CALIBRATION_SIZE`), the fastest of `tries` (the sweep holds IEEE
-    fp32 around it, as around its rows): on a CPU on one thread (a neighbour takes threads, rarely a whole core), on a GPU timed with CUDA events after a sync."""
+    fp32 around it, as around its rows): on a CPU on one thread (a neighbour takes threads, rarely a whole core), on
+    a GPU timed with CUDA events after a sync."""
     import torch
 
     n = CALIBRATION_SIZE[device.type]

@@ -24,12 +24,15 @@ from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
 from functools import partial
-from typing import Any, NamedTuple
+from typing import TYPE_CHECKING, Any, NamedTuple
 
 import pynvml
 
 from lstmstudy.errors import DeviceUnavailable, ParameterError, StudyError
 from lstmstudy.timing import Queued
+
+if TYPE_CHECKING:
+    import torch
 
 log = logging.getLogger(__name__)
 
@@ -151,6 +154,14 @@ def nvml_index(uuid: str, fallback: int) -> int:
     finally:
         pynvml.nvmlShutdown()
     return fallback
+
+
+def device_index(device: torch.device) -> int:
+    """NVML's index of a torch CUDA device (`nvml_index`, by its UUID: CUDA_VISIBLE_DEVICES renumbers CUDA's
+    devices, not NVML's)."""
+    import torch
+
+    return nvml_index(str(torch.cuda.get_device_properties(device).uuid), device.index or 0)
 
 
 def device_facts(index: int) -> dict[str, object]:

@@ -300,8 +300,8 @@ def measure_group(points: list[Point], prepare: Prepare, device: torch.device,
 def _with_device_time(result: PointResult, prepared: Prepared, device: torch.device) -> PointResult:
     """`result` with the GPU's own time per call of its step (`observe.device_time`, one profiled pass after the
     rounds), where its protocol did not measure it; unchanged on a CPU, for a step without a sync (one that times
-    itself: an energy window), and where the profiler fails (the timed row
-    stands without device time, which its page then says) unless the failure poisoned the CUDA context."""
+    itself: an energy window), and where the profiler fails (the timed row stands without device time, which its page
+    then says) unless the failure poisoned the CUDA context."""
     if result.device is not None or device.type != "cuda" or prepared.sync is None:
         return result  # no sync: a step timed its own way (an energy window), which one more call would repeat
     step = prepared.step.step if isinstance(prepared.step, Queued) else prepared.step
@@ -379,7 +379,8 @@ def check_speed(claim: str, fp: hardware.Fingerprint, root: Path | None = None) 
     arithmetic, and `hardware.calibrate_host`, the host's launches): the claims pair rows of one set in ratios, and
     rows timed 2x apart in speed would make each ratio 2x wrong. Most GPU rows are host-bound, so either may differ."""
     stored = results.fingerprints(claim, root).get(fp.hardware_id, [])
-    for field_name, what in (("calibration_s", "speed calibration"), ("host_calibration_s", "host's launch calibration")):
+    for field_name, what in (("calibration_s", "speed calibration"),
+                             ("host_calibration_s", "host's launch calibration")):
         now, before = getattr(fp, field_name), [f[field_name] for f in stored if f.get(field_name)]
         if not before or now is None:
             continue

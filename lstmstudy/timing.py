@@ -68,7 +68,8 @@ class Measurement:
         """What clock made the samples, as a row stores it: CUDA events, the profiler (`OWN_CLOCKS`), or the host
         clock and the sync it waited on (`host-clock`, `host-clock+sync_devices`), with DeepBench's queue where a
         sample queued several calls."""
-        clock = self.sync if self.sync in OWN_CLOCKS else "host-clock" + ("" if self.sync == "none" else f"+{self.sync}")
+        clock = (self.sync if self.sync in OWN_CLOCKS
+                 else "host-clock" + ("" if self.sync == "none" else f"+{self.sync}"))
         return clock + (f", {self.calls} queued calls a sample" if self.calls > 1 else "")
 
     @property
@@ -350,9 +351,9 @@ class Rounds:
     evicted this one's caches), then samples for at least `burst_s` seconds and `burst_min_samples`
     calls, at most `burst_max_samples`. A step whose last warm-up call took `burst_s` or more gets one
     call per burst (or its share of `min_calls`) and no warm-up call before it: its own length dwarfs what a
-    cold cache costs, and a group of second-long steps would otherwise take minutes. While a step's 95% interval is wider than
-    `noise_bound` of its median (half width), up to `extra_rounds` more rounds of the whole group follow;
-    a step still that noisy after them is flagged `noisy`.
+    cold cache costs, and a group of second-long steps would otherwise take minutes. While a step's 95%
+    interval is wider than `noise_bound` of its median (half width), up to `extra_rounds` more rounds of the
+    whole group follow; a step still that noisy after them is flagged `noisy`.
 
     `min_calls`: the fewest timed calls a step gets over all its rounds (and all `processes`): each burst takes at
     least its share, `min_calls / rounds`, so a step that fills a burst with one call (a whole epoch, a compile)
@@ -375,9 +376,9 @@ class Rounds:
     processes: int = 1
 
     def __post_init__(self) -> None:
-        if (self.rounds < 1 or self.processes < 1 or self.min_calls < 1 or self.warmup < 0 or self.burst_warmup < 0 or self.burst_s < 0
-                or not 1 <= self.burst_min_samples <= self.burst_max_samples or self.extra_rounds < 0
-                or not self.noise_bound > 0):
+        if (self.rounds < 1 or self.processes < 1 or self.min_calls < 1 or self.warmup < 0 or self.burst_warmup < 0
+                or self.burst_s < 0 or not 1 <= self.burst_min_samples <= self.burst_max_samples
+                or self.extra_rounds < 0 or not self.noise_bound > 0):
             raise ValueError(f"invalid timing plan: {self}")
 
     def each(self) -> Rounds:
@@ -408,9 +409,10 @@ WORKER_PROCESSES = 3
 
 def plan(min_time: float, quick: bool, **changes: object) -> Rounds:
     """How a claim's sweep times each group of compared points: `min_time` seconds of samples per point spread
-    over 5 interleaved rounds, shared among `WORKER_PROCESSES` processes (2 each), at least `stats.MIN_CALLS` timed calls
-    a point, and up to 3 more rounds while a point is noisy (`stats.NOISE_BOUND`). A quick run only checks the plumbing: 2 short rounds in one process. `changes`
-    adapt the plan to a claim's steps (fewer warm-up calls where one step takes a second)."""
+    over 5 interleaved rounds, shared among `WORKER_PROCESSES` processes (2 each), at least `stats.MIN_CALLS` timed
+    calls a point, and up to 3 more rounds while a point is noisy (`stats.NOISE_BOUND`). A quick run only checks the
+    plumbing: 2 short rounds in one process. `changes` adapt the plan to a claim's steps (fewer warm-up calls where
+    one step takes a second)."""
     if quick:
         return replace(Rounds(rounds=2, warmup=1, burst_s=0.005, burst_min_samples=1, extra_rounds=0), **changes)
     return replace(Rounds(processes=WORKER_PROCESSES, min_calls=stats.MIN_CALLS), **changes).with_min_time(min_time)

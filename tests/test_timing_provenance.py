@@ -22,7 +22,8 @@ CUDA = torch.device("cuda", 0)  # a device object only: nothing here runs on it
 
 
 def points(n: int = 2) -> list[contract.Point]:
-    return [contract.Point("torch.fake", LSTMShape(batch=b, timesteps=4, features=2, hidden=8)) for b in range(1, n + 1)]
+    return [contract.Point("torch.fake", LSTMShape(batch=b, timesteps=4, features=2, hidden=8))
+            for b in range(1, n + 1)]
 
 
 def record(name: str, us: float, kind: DeviceType = DeviceType.CUDA, annotation: bool = False) -> SimpleNamespace:
@@ -43,7 +44,8 @@ def test_device_time_sums_the_gpu_work_of_a_profiled_pass_per_call(monkeypatch):
 
     def profile(calls, device):
         seen["calls"] = len(calls) - 1  # the sync closes the pass
-        kernels = [record("RNN_blockPersist_fp_LSTM", 20.0), record("elemWiseRNNcell", 10.0), record("Memcpy HtoD", 5.0)]
+        kernels = [record("RNN_blockPersist_fp_LSTM", 20.0), record("elemWiseRNNcell", 10.0),
+                   record("Memcpy HtoD", 5.0)]
         spans = [record("Optimizer.step#Adam.step", 50.0, annotation=True)]
         return profiled_pass([record("aten::lstm", 900.0, DeviceType.CPU)] + (kernels + spans) * seen["calls"])
 
@@ -156,7 +158,8 @@ class FakeNvmlState:
         return self.reasons
 
     def nvmlDeviceGetViolationStatus(self, handle, policy):
-        return SimpleNamespace(referenceTime=0, violationTime={nvml.pynvml.NVML_PERF_POLICY_POWER: 5_000}.get(policy, 0))
+        held = {nvml.pynvml.NVML_PERF_POLICY_POWER: 5_000}
+        return SimpleNamespace(referenceTime=0, violationTime=held.get(policy, 0))
 
 
 def test_the_gpu_state_names_clocks_power_and_slowdowns(monkeypatch):

@@ -50,7 +50,8 @@ from lstmstudy.results import config_text, without_exception
 from lstmstudy.rules import (NO_DEVICE_TIME, PART_WORDS, SIGN_RULE, Outcome, Verdict, combine, few_timings,
                              holds_below, holds_from, interval_label, fewest_timings, settle)
 from lstmstudy.shapes import LSTMShape
-from lstmstudy.stats import MIN_CALLS, interleaved, percentile_interval, row_replicates, row_round_medians, row_round_ratios
+from lstmstudy.stats import (MIN_CALLS, interleaved, percentile_interval, row_replicates, row_round_medians,
+                             row_round_ratios)
 
 if TYPE_CHECKING:  # measuring imports torch; the analysis below runs without it
     from lstmstudy.roofline import Limit

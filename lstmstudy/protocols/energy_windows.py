@@ -61,11 +61,11 @@ from lstmstudy.nvml import (
     GpuMeasurement,
     GpuMonitor,
     Settled,
+    device_index,
     energy_window,
     host_step_s,
     idle_window,
     nvml_available,
-    nvml_index,
     repetitions,
 )
 from lstmstudy.observe import Observation
@@ -89,7 +89,7 @@ def window_rounds(windows: int) -> Rounds:
 
 def unavailable(device: torch.device) -> str | None:
     """Why energy cannot be measured for a run on `device` (None: it can)."""
-    reason = nvml_available(_nvml_index(device) if device.type == "cuda" else 0)
+    reason = nvml_available(device_index(device) if device.type == "cuda" else 0)
     if reason:
         return reason
     if device.type != "cuda":
@@ -98,13 +98,8 @@ def unavailable(device: torch.device) -> str | None:
     return None
 
 
-def _nvml_index(device: torch.device) -> int:
-    """NVML's index of a torch CUDA device (matched by UUID: CUDA_VISIBLE_DEVICES renumbers)."""
-    return nvml_index(str(torch.cuda.get_device_properties(device).uuid), device.index or 0)
-
-
 def _open_monitor(device: torch.device, sync: Sync | None, counter_period_s: float | None) -> GpuMonitor:
-    return GpuMonitor(_nvml_index(device), sync=sync, counter_period_s=counter_period_s)
+    return GpuMonitor(device_index(device), sync=sync, counter_period_s=counter_period_s)
 
 
 #: opens a monitor that goes by the given counter period (None: it measures the period)
