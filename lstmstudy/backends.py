@@ -1,5 +1,5 @@
-"""Which Keras backend the study runs on, decided once, before anything imports Keras; and fp32 as IEEE fp32
-in every framework.
+"""Which Keras backend the study runs on, decided once, before anything imports Keras; which one a user's Keras
+would run on (`user_backend`, what `lstmstudy explain` answers for); and fp32 as IEEE fp32 in every framework.
 
 Keras picks TensorFlow unless told otherwise. On a GPU node without TensorFlow (HPC nodes, rented
 boxes) that import fails, so when TensorFlow cannot be imported and `KERAS_BACKEND` is unset, the study
@@ -19,11 +19,14 @@ from __future__ import annotations
 import importlib
 import importlib.util
 import os
+import json
+import sys
 from collections.abc import Iterator, Mapping
 from contextlib import ExitStack, contextmanager
 from functools import cache
 from importlib import metadata
-from typing import TYPE_CHECKING, Any
+from pathlib import Path
+from typing import TYPE_CHECKING, Any, NamedTuple
 
 from lstmstudy.errors import StudyError
 
@@ -58,16 +61,18 @@ def chosen_note() -> str | None:
     return CHOSEN_NOTE if os.environ.get("LSTMSTUDY_KERAS_BACKEND_CHOSEN") == "1" else None
 
 
-def study_process() -> None:
+def study_process(*, choose_backend: bool = True) -> None:
     """What the study's own processes set (the command line, the book's pages, the test suite), never a process that
     only imports the package: TensorFlow's C++ start-up logging and the PyTorch profiler's Kineto lines off (they
-    would fill every page; errors still show; a value already set wins), and Keras on torch where TensorFlow is
-    missing (`choose_keras_backend`). Call it before anything imports TensorFlow or Keras."""
+    would fill every page; errors still show; a value already set wins), and, with `choose_backend`, Keras on torch
+    where TensorFlow is missing (`choose_keras_backend`): for measuring, never for an answer about the user's own
+    Keras (`user_backend`). Call it before anything imports TensorFlow or Keras."""
     os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
     os.environ.setdefault("KINETO_LOG_LEVEL", "5")
     # jax otherwise takes 75% of a GPU's memory at its first use, leaving torch kernels in the same process little
     os.environ.setdefault("XLA_PYTHON_CLIENT_PREALLOCATE", "false")
-    choose_keras_backend()
+    if choose_backend:
+        choose_keras_backend()
 
 
 def choose_keras_backend() -> bool:
@@ -77,6 +82,43 @@ def choose_keras_backend() -> bool:
     os.environ["KERAS_BACKEND"] = "torch"
     os.environ["LSTMSTUDY_KERAS_BACKEND_CHOSEN"] = "1"  # child processes (notebook kernels) say it too
     return True
+
+
+#: Keras 3's backends, and the one it runs on where nothing names another
+KERAS_BACKENDS = ("tensorflow", "torch", "jax")
+KERAS_DEFAULT = "tensorflow"
+
+
+class UserBackend(NamedTuple):
+    """The Keras backend a user's process would run on, and what chose it, in words ('KERAS_BACKEND=jax')."""
+
+    name: str
+    chosen_by: str
+
+
+def user_backend(environ: Mapping[str, str] | None = None) -> UserBackend:
+    """The backend the user's Keras runs on, read as Keras 3 reads it (keras/src/backend/config.py), without
+    importing it: a Keras already imported in this process says; else `KERAS_BACKEND`, else the "backend" of
+    `keras.json` in `$KERAS_HOME` (else ~/.keras, /tmp/.keras where the home folder is not writable), else Keras's
+    default. What happens to be installed never chooses: the answer is for the user's setup, not this process's."""
+    environ = os.environ if environ is None else environ
+    if environ is os.environ and (keras := sys.modules.get("keras")) is not None:
+        return UserBackend(keras.backend.backend(), "the Keras imported in this process")
+    if backend := environ.get("KERAS_BACKEND"):
+        return UserBackend(backend, f"KERAS_BACKEND={backend}")
+    if "KERAS_HOME" in environ:
+        home = Path(environ["KERAS_HOME"])
+    else:
+        base = Path(environ.get("HOME") or "~").expanduser()
+        home = (base if os.access(base, os.W_OK) else Path("/tmp")) / ".keras"
+    config = home.expanduser() / "keras.json"
+    try:
+        backend = json.loads(config.read_text()).get("backend")
+    except (OSError, ValueError, AttributeError):
+        backend = None
+    if backend:
+        return UserBackend(backend, f"{config}")
+    return UserBackend(KERAS_DEFAULT, "Keras's default (no KERAS_BACKEND, no backend in keras.json)")
 
 
 @cache

@@ -498,8 +498,10 @@ def parser() -> argparse.ArgumentParser:
 
 
 def main(argv: list[str] | None = None) -> int:
-    backends.study_process()  # before any command imports TensorFlow or Keras; the notebooks' kernels inherit it
     args = parser().parse_args(argv)
+    # before any command imports TensorFlow or Keras; the notebooks' kernels inherit it. `explain PATH` answers for
+    # the backend the user's own Keras would use, so there the study chooses none
+    backends.study_process(choose_backend=args.command != "explain" or args.tables)
     if getattr(args, "root", None):  # for this process and the notebooks' kernels it starts
         os.environ[ROOT_VARIABLE] = str(args.root.resolve())
     try:

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import dataclass
+from importlib import metadata
 
 from lstmstudy.observe import keras_loop
 
@@ -21,6 +22,13 @@ FUSED_LAYERS = ("LSTM", "GRU")
 FUSED_CELLS = {"LSTMCell": "LSTM", "GRUCell": "GRU"}
 #: the torch dtypes PyTorch's cuDNN RNN takes (bfloat16 only with cuDNN >= 9.13 on compute capability >= 8.0)
 TORCH_CUDNN_DTYPES = ("float16", "float32", "float64", "bfloat16")
+
+#: the first Keras whose jax backend has a cuDNN path (`jax.experimental.rnn.lstm`, LSTM only: jax has no cuDNN GRU);
+#: before it, every LSTM and GRU on jax runs Keras's own loop (keras/src/backend/jax/rnn.py of each release)
+JAX_CUDNN_SINCE = (3, 14)
+#: the first Keras whose jax backend runs a GRU as its own `lax.scan` (reset_after, no unroll, no mask), whatever its
+#: activations and bias, instead of declining it
+JAX_GRU_SCAN_SINCE = (3, 15)
 
 #: the reasons that only say the layer is not on a GPU: on a machine without one, the warning is about a GPU
 LACKS_GPU = {"no_gpu", "not_on_gpu"}
@@ -89,6 +97,12 @@ TRIGGER_TABLE: tuple[Trigger, ...] = (
     Trigger("mask_fully_masked", "leave empty sequences out of the batch", words="a fully masked sequence"),
     Trigger("mask_torch_backend", "on Keras's torch backend, drop the mask (bucket sequences by length instead) or "
                                   "use the tensorflow backend", words="a mask on Keras's torch backend"),
+    Trigger("mask_jax_backend", "on Keras's jax backend, drop the mask (bucket sequences by length instead) or use "
+                                "the tensorflow backend", words="a mask on Keras's jax backend"),
+    Trigger("jax_gru", "use an LSTM, or run the GRU on Keras's tensorflow or torch backend",
+            words="a GRU on Keras's jax backend"),
+    Trigger("keras_jax_no_cudnn", f"upgrade Keras to {'.'.join(map(str, JAX_CUDNN_SINCE))} or later",
+            words="a Keras whose jax backend has no cuDNN path"),
     Trigger("layer_type", "use the fused layer of the same cell (keras.layers.LSTM for LSTMCell, keras.layers.GRU "
                           "for GRUCell) with the cell's settings", words="an RNN layer around an LSTM or GRU cell",
             published=GENERIC_PUBLISHED),
@@ -181,14 +195,18 @@ class KerasRecurrent:
 
 MASK_TORCH_BACKEND = Reason("mask_torch_backend", "a mask is given: Keras's torch backend has no cuDNN path for "
                                                   "masked input, even right-padded")
+MASK_JAX_BACKEND = Reason("mask_jax_backend", "a mask is given: Keras's jax backend has no cuDNN path for masked "
+                                              "input, even right-padded")
+#: the reason a mask gives on each backend where any mask blocks cuDNN (on TensorFlow its values decide)
+MASK_BLOCKS = {"torch": MASK_TORCH_BACKEND, "jax": MASK_JAX_BACKEND}
 
 
 def right_padded_only_note(source: str) -> Reason:
     """A fused layer that receives a mask on TensorFlow: what the mask's values must be for cuDNN to run it."""
     return Reason("mask_right_padded_only", f"{source} makes a mask that reaches this layer: cuDNN runs it only while "
                                             f"every sequence is right-padded, and keras.utils.pad_sequences pads on "
-                                            f"the left unless padding='post'; on the torch backend any mask means the "
-                                            f"generic loop")
+                                            f"the left unless padding='post'; on the torch and jax backends any mask "
+                                            f"means the generic loop")
 
 
 def keras_layer_type_reason(layer_type: str, cell: str) -> Reason | None:
@@ -206,9 +224,14 @@ def keras_layer_type_reason(layer_type: str, cell: str) -> Reason | None:
                                    f"no change of setting gives it one without changing what the model computes")
 
 
+#: the functions of each backend's own library that its `cudnn_ok` accepts as tanh and as sigmoid, besides Keras's
+NATIVE_ACTIVATIONS = {"tensorflow": ("tf.tanh", "tf.sigmoid"), "torch": ("torch.tanh", "torch.sigmoid"),
+                      "jax": ("jax.numpy.tanh", None)}
+
+
 def keras_config_reasons(layer: KerasRecurrent, backend: str) -> list[Reason]:
     """The layer-configuration checks of `inner_loop` and `cudnn_ok`, in Keras's own terms."""
-    native = "tf" if backend == "tensorflow" else "torch"
+    natives = dict(zip(("tanh", "sigmoid"), NATIVE_ACTIVATIONS[backend]))
     reasons = []
     if layer.use_cudnn is False:
         reasons.append(Reason("use_cudnn", "use_cudnn=False turns Keras's cuDNN path off"))
@@ -219,8 +242,10 @@ def keras_config_reasons(layer: KerasRecurrent, backend: str) -> list[Reason]:
     for setting, named, wanted in (("activation", layer.activation, "tanh"),
                                    ("recurrent_activation", layer.recurrent_activation, "sigmoid")):
         if named is not None:
-            hint = (f" (and Keras recognises {wanted} by identity: only keras.activations.{wanted}, keras.ops.{wanted} "
-                    f"or {native}.{wanted} qualify)") if _looks_like(named, wanted) else ""
+            accepted = ", ".join(f"keras.{where}.{wanted}" for where in ("activations", "ops"))
+            accepted += f" or {natives[wanted]}" if natives[wanted] else ""
+            hint = (f" (and Keras recognises {wanted} by identity: only {accepted} qualify)"
+                    if _looks_like(named, wanted) else "")
             reasons.append(Reason(setting, f"{setting} is {named}; cuDNN only implements {wanted}{hint}"))
     if layer.unroll:
         reasons.append(Reason("unroll", "unroll=True: cuDNN runs the time loop itself, so an unrolled loop "
@@ -237,6 +262,34 @@ def _looks_like(named: str, wanted: str) -> bool:
     """A lambda, or a function from outside Keras named like the wanted one ('numpy.tanh'; Keras's own are quoted,
     layers and objects start with 'a '): the user meant the wanted one, but Keras recognises it by identity."""
     return named == "a lambda" or (not named.startswith(("'", "a ")) and wanted in named.lower())
+
+
+def keras_jax_reasons(layer: KerasRecurrent, keras_version: str | None) -> list[Reason]:
+    """What keeps a layer off cuDNN on Keras's jax backend beyond the settings every backend checks: a Keras older
+    than `JAX_CUDNN_SINCE` has no cuDNN path there, and jax has no cuDNN GRU (Keras 3.15 runs a GRU as its own
+    `lax.scan`). `keras_version` is the installed Keras's; None (not installed) is taken as a current one."""
+    release = _release(keras_version)
+    if release and release < JAX_CUDNN_SINCE:
+        since = ".".join(map(str, JAX_CUDNN_SINCE))
+        return [Reason("keras_jax_no_cudnn", f"Keras {keras_version} has no cuDNN path on its jax backend (Keras "
+                                             f"{since} added one, for LSTM): every LSTM and GRU runs its own loop")]
+    if layer.layer_type == "GRU":
+        return [Reason("jax_gru", "a GRU on Keras's jax backend: jax has a cuDNN LSTM (jax.experimental.rnn) but no "
+                                  "GRU, so Keras runs the GRU as a loop XLA compiles")]
+    return []
+
+
+def _release(version: str | None) -> tuple[int, ...]:
+    """(3, 15) for '3.15.1'; () for None."""
+    return tuple(int(part) for part in version.split(".")[:2] if part.isdigit()) if version else ()
+
+
+def installed_keras() -> str | None:
+    """The version of the Keras installed here, read from its metadata (Keras is not imported); None without one."""
+    try:
+        return metadata.version("keras")
+    except metadata.PackageNotFoundError:
+        return None
 
 
 def torch_cudnn_dtype_reason(dtype: str) -> Reason | None:
@@ -264,7 +317,7 @@ def keras_dropout_bug_note(layer: KerasRecurrent) -> Reason | None:
 
 def explain_keras_layer(path: str, layer: KerasRecurrent, backend: str, *, masked: bool, mask: list[Reason],
                         machine: list[Reason], torch_rules: Callable[[], list[Reason]]) -> Explanation:
-    """Keras's decision for one recurrent layer on `backend` ('tensorflow' or 'torch').
+    """Keras's decision for one recurrent layer on `backend` ('tensorflow', 'torch' or 'jax').
 
     `masked` says whether the layer receives a mask, `mask` the reasons that mask blocks cuDNN, `machine` those of
     the machine (Keras's device check); `torch_rules()` PyTorch's own cuDNN rules, which decide on the torch backend
@@ -272,11 +325,17 @@ def explain_keras_layer(path: str, layer: KerasRecurrent, backend: str, *, maske
     """
     type_reason = keras_layer_type_reason(layer.layer_type, layer.cell)
     blocked = [type_reason] if type_reason else keras_config_reasons(layer, backend) + mask
+    version = installed_keras() if backend == "jax" else None
+    if backend == "jax" and not type_reason:
+        blocked = keras_jax_reasons(layer, version) + blocked
     notes = [note] if (note := keras_dropout_bug_note(layer)) else []
-    if backend == "tensorflow":
+    if backend in ("tensorflow", "jax"):
         reasons = blocked + machine
         kernel = "cudnn" if not reasons else keras_loop(backend, layer.unroll)
         raises = bool(reasons)  # the backend's NotImplementedError becomes a ValueError under use_cudnn=True
+        if backend == "jax" and layer.layer_type == "GRU" and not _release(version) < JAX_GRU_SCAN_SINCE:
+            # jax's own GRU scan returns whatever the activations and bias: only these make its backend decline
+            raises = any(r.code in ("recurrent_dropout", "reset_after", "unroll", "mask_jax_backend") for r in reasons)
     else:
         reasons = blocked + machine + ([] if blocked or machine else torch_rules())
         kernel = "cudnn" if not reasons else ("aten-loop" if not blocked and not machine
@@ -288,6 +347,6 @@ def explain_keras_layer(path: str, layer: KerasRecurrent, backend: str, *, maske
         raises = any(r.code in ("mask_torch_backend", "recurrent_dropout", "reset_after") for r in reasons)
     if layer.layer_type in FUSED_LAYERS and layer.use_cudnn is True and reasons:
         notes.append(Reason("use_cudnn_true", "use_cudnn=True: Keras raises a ValueError here instead of falling back"
-                            if raises else "use_cudnn=True: the torch backend still falls back silently here"))
+                            if raises else f"use_cudnn=True: the {backend} backend still falls back silently here"))
     return Explanation(layer=path, framework=f"keras/{backend}", kernel=kernel, fused_eligible=kernel == "cudnn",
                        reasons=tuple(reasons), notes=tuple(notes), masked=masked)

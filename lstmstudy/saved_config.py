@@ -25,7 +25,8 @@ from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from lstmstudy.cudnn_rules import (MASK_TORCH_BACKEND, Explanation, KerasRecurrent, Reason, explain_keras_layer,
+from lstmstudy.backends import KERAS_BACKENDS, UserBackend, user_backend
+from lstmstudy.cudnn_rules import (MASK_BLOCKS, Explanation, KerasRecurrent, Reason, explain_keras_layer,
                                    right_padded_only_note, torch_cudnn_dtype_reason)
 from lstmstudy.errors import NoRecurrentLayers, StudyError
 from lstmstudy.findings import Finding, measured_cost
@@ -68,9 +69,6 @@ KERAS_LAYERS = frozenset(
     "SpatialDropout3D SpectralNormalization StackedRNNCells StringLookup Subtract TFSMLayer TextVectorization "
     "TimeDistributed TorchModuleWrapper UnitNormalization UpSampling1D UpSampling2D UpSampling3D Wrapper ZeroPadding1D "
     "ZeroPadding2D ZeroPadding3D Sequential Functional Model".split())
-#: the backends `cudnn_rules` explains
-BACKENDS = ("tensorflow", "torch")
-
 
 @dataclass(frozen=True)
 class Found:
@@ -129,20 +127,6 @@ def read_config(path: Path) -> dict:
     if config is None:
         raise StudyError(f"{path} is an HDF5 file without a model_config: it holds weights only, not a model")
     return json.loads(config.decode() if isinstance(config, bytes) else config)
-
-
-def keras_backend() -> str:
-    """The backend Keras runs on in this process where it is imported already (a notebook's), else the one it would
-    run on, read as Keras reads it (`KERAS_BACKEND`, then keras.json), without importing it."""
-    if (keras := sys.modules.get("keras")) is not None:
-        return keras.backend.backend()
-    if backend := os.environ.get("KERAS_BACKEND"):
-        return backend
-    home = Path(os.environ.get("KERAS_HOME") or Path("~").expanduser() / ".keras")
-    try:
-        return json.loads((home / "keras.json").read_text()).get("backend", "tensorflow")
-    except (OSError, ValueError):
-        return "tensorflow"
 
 
 def walk(config: dict) -> ConfigAnswer:
@@ -352,36 +336,45 @@ def explain_found(found: Found, backend: str) -> Explanation:
     layer = settings(found)
     if found.masked is None or not found.masked:
         mask = []
-    else:
-        mask = [MASK_TORCH_BACKEND] if backend == "torch" else []  # TensorFlow: decided by the values (right-padded)
+    else:  # TensorFlow: decided by the mask's values (right-padded), which a config does not hold
+        mask = [MASK_BLOCKS[backend]] if backend in MASK_BLOCKS else []
     dtype = layer.compute_dtype
     return explain_keras_layer(found.path, layer, backend, masked=bool(found.masked), mask=mask, machine=[],
                                torch_rules=lambda: [r] if (r := torch_cudnn_dtype_reason(dtype)) else [])
 
 
-def other_backend_note(found: Found, backend: str, explanation: Explanation) -> list[Reason]:
-    """What Keras's other backend does with the same layer, where it differs."""
-    other = next(b for b in BACKENDS if b != backend)
-    there = explain_found(found, other)
-    if there.fused_eligible == explanation.fused_eligible:
-        return []
+def other_backend_notes(found: Found, backend: str, explanation: Explanation) -> list[Reason]:
+    """What each of Keras's other backends does with the same layer, where it differs from `backend`."""
     from lstmstudy.observe import MEANING
 
-    why = f": {'; '.join(r.message for r in there.reasons)}" if there.reasons else ""
-    return [Reason("other_backend", f"on Keras's {other} backend it would run {MEANING[there.kernel]}{why}")]
+    notes = []
+    for other in (b for b in KERAS_BACKENDS if b != backend):
+        there = explain_found(found, other)
+        if there.fused_eligible != explanation.fused_eligible:
+            why = f": {'; '.join(r.message for r in there.reasons)}" if there.reasons else ""
+            notes.append(Reason("other_backend",
+                                f"on Keras's {other} backend it would run {MEANING[there.kernel]}{why}"))
+    return notes
+
+
+def checked_backend(backend: UserBackend | str | None = None) -> UserBackend:
+    """`backend` (a name, or by default the one the user's Keras would use, `backends.user_backend`), refused in one
+    line where it is none of the three Keras backends that can run on a GPU."""
+    backend = UserBackend(backend, "given") if isinstance(backend, str) else backend or user_backend()
+    if backend.name not in KERAS_BACKENDS:
+        raise StudyError(f"Keras's {backend.name} backend ({backend.chosen_by}) runs no recurrent layer on a GPU: "
+                         f"set KERAS_BACKEND to {', '.join(KERAS_BACKENDS[:-1])} or {KERAS_BACKENDS[-1]}")
+    return backend
 
 
 def explain_saved_config(path: Path, *, results_root: Path | None = None,
-                         backend: str | None = None) -> tuple[list[Finding], ConfigAnswer]:
+                         backend: UserBackend | str | None = None) -> tuple[list[Finding], ConfigAnswer]:
     """Every recurrent layer of a saved model, from its config, as it would run on a CUDA GPU with cuDNN on Keras's
-    `backend` (default: the one Keras would use here), with the cost; a custom class is a finding of its own that
-    cannot tell. `StudyError` names a file that is not a saved model, `NoRecurrentLayers` one without recurrent
+    `backend` (default: the one the user's Keras would use), with the cost; a custom class is a finding of its own
+    that cannot tell. `StudyError` names a file that is not a saved model, `NoRecurrentLayers` one without recurrent
     layers (and no class that may hide one)."""
     answer = walk(read_config(path))
-    backend = backend or keras_backend()
-    if backend not in BACKENDS:
-        raise StudyError(f"{path}: Keras's {backend} backend is not explained (only {' and '.join(BACKENDS)}): set "
-                         f"KERAS_BACKEND to one of them")
+    backend = checked_backend(backend).name
     if not answer.found and not answer.unknown:
         raise NoRecurrentLayers(f"{path} has no recurrent layers (LSTM, GRU, SimpleRNN or RNN) to explain")
     findings = [_finding(found, backend, answer.batch, results_root) for found in answer.found]
@@ -393,11 +386,11 @@ def explain_saved_config(path: Path, *, results_root: Path | None = None,
 
 def _finding(found: Found, backend: str, batch: int | None, results_root: Path | None) -> Finding:
     explanation = explain_found(found, backend)
-    notes = explanation.notes + tuple(other_backend_note(found, backend, explanation))
+    notes = explanation.notes + tuple(other_backend_notes(found, backend, explanation))
     if found.masked is None:
         reason = Reason("mask_unknown", "cannot tell from the config whether a mask reaches this layer (a class "
                                         "upstream passes or makes masks in its own code)")
-        if backend == "torch":  # there any mask means the generic loop: the kernel is not known
+        if backend in MASK_BLOCKS:  # there any mask means the generic loop: the kernel is not known
             return Finding(found.path, found.layer_type, explanation.framework, "", (reason,), notes, on_gpu=True)
         notes += (reason,)
     elif found.masked and explanation.fused_eligible:
@@ -413,8 +406,8 @@ def _finding(found: Found, backend: str, batch: int | None, results_root: Path |
 FROM_CONFIG = "read from the saved config; Keras not loaded"
 
 
-def explain_model(path: Path, *, results_root: Path | None = None,
-                  custom_objects: tuple[str, ...] = ()) -> tuple[list[Finding], str]:
+def explain_model(path: Path, *, results_root: Path | None = None, custom_objects: tuple[str, ...] = (),
+                  backend: UserBackend | str | None = None) -> tuple[list[Finding], str]:
     """A saved model's findings and how they were found: from its config (`explain_saved_config`), or by loading it
     through Keras (`watch.explain_saved_model`) where the user's `custom_objects` modules define its custom classes,
     or where the config cannot tell what Keras would (and nothing in it is a class Keras could not load either)."""
@@ -424,7 +417,7 @@ def explain_model(path: Path, *, results_root: Path | None = None,
             import_custom_objects(name)
         how = f"loaded through Keras, with {', '.join(custom_objects)} imported for its custom classes"
     else:
-        findings, answer = explain_saved_config(path, results_root=results_root)
+        findings, answer = explain_saved_config(path, results_root=results_root, backend=backend)
         if not answer.undecided or answer.unknown:
             return findings, FROM_CONFIG
         how = f"loaded through Keras, because the config cannot tell {'; '.join(answer.undecided)}"
@@ -438,7 +431,6 @@ def import_custom_objects(name: str) -> None:
     the working directory, or a .py file."""
     import importlib
     import importlib.util
-    import sys
 
     try:
         if name.endswith(".py"):

@@ -36,16 +36,19 @@ from collections.abc import Callable, Iterable
 from dataclasses import replace
 from pathlib import Path
 
+from typing import TYPE_CHECKING
+
 import numpy as np
-import torch
-from torch import nn
 
 from lstmstudy import observe
-from lstmstudy.backends import keras_private
-from lstmstudy.cudnn_rules import Explanation, Reason, right_padded_only_note
+from lstmstudy.backends import keras_private, user_backend
+from lstmstudy.cudnn_rules import Reason, right_padded_only_note
 from lstmstudy.errors import NoRecurrentLayers, StudyError
 from lstmstudy.findings import Finding, finding, measured_cost
 from lstmstudy.kernels.criteria import explain_cudnn, recurrent_layers
+
+if TYPE_CHECKING:  # torch is imported where a torch module is watched: Keras on TensorFlow or jax runs without it
+    from torch import nn
 
 class FallbackWarning(UserWarning):
     """A recurrent layer did not get (or on a GPU would not get) the fused cuDNN kernel; `finding` says why.
@@ -192,13 +195,12 @@ class Watch:
 
     def _keras_finding(self, keras, path: str, layer, ran: str | None, mask, batch, training) -> Finding | None:
         backend = keras.backend.backend()
+        if ran is None and backend == "jax" and isinstance(layer, keras.layers.GRU):
+            ran = observe.keras_loop(backend, layer.unroll)  # jax's own GRU scan returned: jax has no cuDNN GRU
         if ran is None and backend != "torch":
             return None  # Keras's own cuDNN path returned: cuDNN ran (on torch, PyTorch's rules decide next)
-        if backend in ("tensorflow", "torch"):
-            here, gpu = explain_cudnn(layer, mask=mask), explain_cudnn(layer, mask=mask, device="cuda")
-            here, gpu = replace(here[0], layer=path), replace(gpu[0], layer=path)
-        else:  # jax: observed, but explain_cudnn cannot say why
-            here, gpu = _unexplained(backend, path, ran), None
+        here, gpu = explain_cudnn(layer, mask=mask), explain_cudnn(layer, mask=mask, device="cuda")
+        here, gpu = replace(here[0], layer=path), replace(gpu[0], layer=path)
         return finding(here, type(layer).__name__, ran=ran, on_gpu=gpu, report_missing_gpu=self.report_missing_gpu,
                        batch=batch if isinstance(batch, int) else None, hidden=getattr(layer.cell, "units", None),
                        phase="train" if training else "inference", root=self.results_root)
@@ -208,6 +210,9 @@ class Watch:
 
         `observe` and `explain_cudnn` speak one vocabulary, so the observed label is the finding's kernel.
         """
+        import torch
+        from torch import nn
+
         forward = rnn.forward
 
         def watched_forward(*args, **kwargs):
@@ -230,16 +235,6 @@ class Watch:
 
         vars(rnn)["forward"] = watched_forward
         return lambda: vars(rnn).pop("forward", None)
-
-
-def _unexplained(backend: str, path: str, ran: str) -> Explanation:
-    """A fallback on a backend `explain_cudnn` does not cover (jax): only whether a GPU was there is known."""
-    if backend == "jax" and sys.modules["jax"].default_backend() != "gpu":
-        reason = Reason("no_gpu", "no GPU: jax.default_backend() is not 'gpu'", device=True)
-    else:
-        reason = Reason("unexplained", f"explain_cudnn does not cover Keras's {backend} backend, so the reasons "
-                                       "are not listed")
-    return Explanation(path, f"keras/{backend}", ran, False, (reason,))
 
 
 def _first_caller_outside_libraries() -> int:
@@ -359,8 +354,13 @@ def explain_saved_model(path: Path, *, results_root: Path | None = None) -> list
     from lstmstudy.terminal import quiet_native_stderr
 
     with quiet_native_stderr():  # TensorFlow's C++ start-up and CUDA-probe lines
-        import keras
-
+        try:
+            import keras
+        except ImportError as exc:  # Keras, or the library of the backend the user's setup names, is not here
+            chosen = user_backend()
+            raise StudyError(f"loading {path} through Keras needs Keras on its {chosen.name} backend "
+                             f"({chosen.chosen_by}), and {exc.name or exc} cannot be imported here: install it, or "
+                             f"set KERAS_BACKEND to a backend that is installed") from None
         try:
             model = keras.saving.load_model(path, compile=False)
         except Exception as exc:  # Keras raises ValueError, OSError, KeyError, ... for what it cannot read
@@ -375,10 +375,7 @@ def explain_saved_model(path: Path, *, results_root: Path | None = None) -> list
             raise NoRecurrentLayers(f"{path} has no recurrent layers (LSTM, GRU, SimpleRNN or RNN) to explain")
         masked = _masks_made(keras, model)
         inputs = _unpadded_batch(model) if masked else None
-        try:
-            explanations = explain_cudnn(model, inputs=inputs, device="cuda")
-        except ValueError as exc:  # a backend the explainer does not model (jax)
-            raise StudyError(f"{path}: {exc}") from None
+        explanations = explain_cudnn(model, inputs=inputs, device="cuda")
         backend = keras.backend.backend()
     batch = model.inputs[0].shape[0] if getattr(model, "inputs", None) else None
     findings = []

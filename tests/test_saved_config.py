@@ -78,7 +78,7 @@ print("JSON" + json.dumps(answers))
 """
 
 
-@pytest.mark.parametrize("backend", ["tensorflow", "torch"])
+@pytest.mark.parametrize("backend", ["tensorflow", "torch", "jax"])
 def test_the_config_says_what_keras_says_on_each_backend(saved, tmp_path, backend):
     """Each model is loaded through Keras on `backend` in a child process (a process has one Keras backend)."""
     env = {**os.environ, "KERAS_BACKEND": backend, "TF_CPP_MIN_LOG_LEVEL": "3"}

@@ -19,27 +19,34 @@ It mirrors the frameworks' own decision code, read from their sources:
   right-padded with no fully masked sequence. Keras does not look at the dtype.
 - Keras 3 on torch: `backend.torch.rnn.lstm` refuses any mask, then needs the same `cudnn_ok`, CUDA
   tensors and cuDNN; it then calls `torch._VF.lstm`, where PyTorch's own rules below apply.
+- Keras 3 on jax (3.14 and later): `backend.jax.rnn.lstm` refuses any mask, then needs the same `cudnn_ok`
+  (its own tanh and sigmoid, by identity) and `jax.default_backend() == "gpu"`, and calls
+  `jax.experimental.rnn.lstm`; jax has no cuDNN GRU (`cudnn_rules.keras_jax_reasons`).
 - PyTorch: `use_cudnn` and `use_mkldnn` in aten/src/ATen/native/RNN.cpp: cuDNN for CUDA tensors of
   float16/32/64 (bfloat16 only with cuDNN >= 9.13 on compute capability >= 8.0) with
   `torch.backends.cudnn.enabled`; on the CPU, oneDNN for LSTMs without projections in float32,
   bfloat16 (AVX-512 CPUs) or float16 (AVX512-FP16/AMX CPUs, and only without autograd).
 
 tests/test_criteria.py and tests/test_criteria_torch.py check the explanations against Keras's and PyTorch's
-actual decisions.
+actual decisions. torch is imported where a torch module or Keras's torch backend is explained, so that the
+explainer (and the watch) serve a Keras model on TensorFlow or jax where torch is not installed.
 """
 
 from __future__ import annotations
 
 import sys
 from collections.abc import Iterable, Iterator
+from typing import TYPE_CHECKING
 
 import numpy as np
-import torch
-from torch import nn
 
 from lstmstudy.backends import keras_private
-from lstmstudy.cudnn_rules import (FUSED_LAYERS, MASK_TORCH_BACKEND, Explanation, KerasRecurrent, Reason,
+from lstmstudy.cudnn_rules import (FUSED_LAYERS, MASK_BLOCKS, Explanation, KerasRecurrent, Reason,
                                    explain_keras_layer, torch_cudnn_dtype_reason)
+
+if TYPE_CHECKING:
+    import torch
+    from torch import nn
 
 DEVICES = ("auto", "cpu", "cuda")
 
@@ -105,7 +112,7 @@ def explain_cudnn(obj, inputs=None, mask=None, device: str = "auto") -> Report:
     keras = sys.modules.get("keras")  # a Keras layer on the torch backend is also an nn.Module: check Keras first
     if keras is not None and isinstance(obj, keras.layers.Layer):
         explanations = _explain_keras(keras, obj, inputs, mask, device)
-    elif isinstance(obj, nn.Module):
+    elif _is_torch_module(obj):
         explanations = _explain_torch(obj, inputs, device)
     else:
         raise TypeError(f"explain_cudnn needs a Keras layer or model or a torch module, got {type(obj).__name__}")
@@ -124,9 +131,17 @@ def recurrent_layers(obj) -> list[tuple[str, object]]:
     keras = sys.modules.get("keras")  # a Keras layer on the torch backend is also an nn.Module: check Keras first
     if keras is not None and isinstance(obj, keras.layers.Layer):
         return list(_keras_recurrent_layers(keras, obj))
-    if isinstance(obj, nn.Module):
+    if _is_torch_module(obj):
+        from torch import nn
+
         return [(name or type(m).__name__.lower(), m) for name, m in obj.named_modules() if isinstance(m, nn.RNNBase)]
     raise TypeError(f"recurrent_layers needs a Keras layer or model or a torch module, got {type(obj).__name__}")
+
+
+def _is_torch_module(obj) -> bool:
+    """Whether `obj` is a torch module; without importing torch, which a module of its can only come from."""
+    torch = sys.modules.get("torch")
+    return torch is not None and isinstance(obj, torch.nn.Module)
 
 
 # --- Keras ------------------------------------------------------------------------------------------
@@ -134,8 +149,6 @@ def recurrent_layers(obj) -> list[tuple[str, object]]:
 
 def _explain_keras(keras, obj, inputs, mask, device: str) -> list[Explanation]:
     backend = keras.backend.backend()
-    if backend not in ("tensorflow", "torch"):
-        raise ValueError(f"explain_cudnn supports Keras's tensorflow and torch backends, not {backend!r}")
     layers = list(_keras_recurrent_layers(keras, obj))
     if inputs is not None:
         masks = _received_masks(keras, obj, [layer for _, layer in layers], inputs, mask)
@@ -211,11 +224,17 @@ def _accepted_activations(keras, backend: str) -> tuple[tuple, tuple]:
     if backend == "tensorflow":
         import tensorflow as tf
 
-        native_tanh, native_sigmoid = tf.tanh, tf.sigmoid
+        native_tanh, native_sigmoid = (tf.tanh,), (tf.sigmoid,)
+    elif backend == "jax":
+        import jax.numpy as jnp
+
+        native_tanh, native_sigmoid = (jnp.tanh,), ()  # jax's `cudnn_ok` accepts no sigmoid of jax's own
     else:
-        native_tanh, native_sigmoid = torch.tanh, torch.sigmoid
-    return ((keras.activations.tanh, native_tanh, keras.ops.tanh),
-            (keras.activations.sigmoid, native_sigmoid, keras.ops.sigmoid))
+        import torch
+
+        native_tanh, native_sigmoid = (torch.tanh,), (torch.sigmoid,)
+    return ((keras.activations.tanh, keras.ops.tanh, *native_tanh),
+            (keras.activations.sigmoid, keras.ops.sigmoid, *native_sigmoid))
 
 
 def _describe(keras, fn) -> str:
@@ -233,8 +252,8 @@ def _describe(keras, fn) -> str:
 def _keras_mask_reasons(backend: str, mask: np.ndarray | None) -> list[Reason]:
     if mask is None:
         return []
-    if backend == "torch":
-        return [MASK_TORCH_BACKEND]
+    if backend in MASK_BLOCKS:
+        return [MASK_BLOCKS[backend]]
     reasons = []
     mask2d = mask.reshape(mask.shape[0], -1)
     expected = np.arange(mask2d.shape[1]) < mask2d.sum(axis=1, keepdims=True)
@@ -254,7 +273,8 @@ def _keras_mask_reasons(backend: str, mask: np.ndarray | None) -> list[Reason]:
 
 
 def _keras_device_reasons(backend: str, device: str) -> list[Reason]:
-    """Keras's machine check: TensorFlow sees a GPU (`_is_gpu_available`), or torch has CUDA and cuDNN."""
+    """Keras's machine check: TensorFlow sees a GPU (`_is_gpu_available`), jax's default backend is its GPU one, or
+    torch has CUDA and cuDNN."""
     if device == "cuda":
         return []
     if device == "cpu":
@@ -267,6 +287,14 @@ def _keras_device_reasons(backend: str, device: str) -> list[Reason]:
         build = "" if tf.test.is_built_with_cuda() else "; this TensorFlow build has no CUDA"
         return [Reason("no_gpu", "no GPU: TensorFlow sees none (tf.config.list_logical_devices('GPU') is empty"
                                  f"{build})", device=True)]
+    if backend == "jax":
+        import jax
+
+        found = jax.default_backend()
+        return [] if found == "gpu" else [Reason("no_gpu", f"no GPU: Keras runs on jax, and jax.default_backend() is "
+                                                           f"{found!r}", device=True)]
+    import torch
+
     get_device = keras_private("keras.src.backend.torch.core", "get_device")
 
     if not torch.cuda.is_available():
@@ -280,6 +308,8 @@ def _keras_device_reasons(backend: str, device: str) -> list[Reason]:
 
 
 def _torch_dtype(name: str) -> torch.dtype:
+    import torch
+
     return getattr(torch, name)
 
 
@@ -294,6 +324,8 @@ def _explain_torch(module: nn.Module, inputs, device: str) -> list[Explanation]:
 
 def _received_inputs(module: nn.Module, rnns: list[nn.Module], inputs) -> dict[int, object]:
     """Call `module` on `inputs` (in the current grad mode) and record what each RNN receives."""
+    from torch import nn
+
     received: dict[int, object] = {}
     hooks = [rnn.register_forward_pre_hook(lambda m, args: received.__setitem__(id(m), args[0])) for rnn in rnns]
     try:
@@ -306,6 +338,9 @@ def _received_inputs(module: nn.Module, rnns: list[nn.Module], inputs) -> dict[i
 
 
 def _explain_torch_rnn(path: str, rnn: nn.RNNBase, seen, device: str) -> Explanation:
+    import torch
+    from torch import nn
+
     packed = isinstance(seen, nn.utils.rnn.PackedSequence)
     data = seen.data if packed else seen
     param = next(rnn.parameters())
@@ -337,6 +372,8 @@ def _explain_torch_rnn(path: str, rnn: nn.RNNBase, seen, device: str) -> Explana
 
 
 def _torch_no_gpu(device: str) -> Reason:
+    import torch
+
     if device == "cpu":
         return Reason("no_gpu", "explained for the CPU; cuDNN only runs CUDA tensors", device=True)
     if not torch.cuda.is_available():
@@ -351,6 +388,8 @@ def _torch_cudnn_reasons(dtype: torch.dtype, device: str) -> list[Reason]:
     bfloat16 also needs cuDNN >= 9.13 and compute capability >= 8.0; that is checked on a real GPU
     (device='auto') and assumed for a hypothetical one (device='cuda').
     """
+    import torch
+
     reasons = []
     if not torch.backends.cudnn.enabled:
         reasons.append(Reason("cudnn_disabled", "torch.backends.cudnn.enabled is False", device=True))
@@ -366,12 +405,16 @@ def _torch_cudnn_reasons(dtype: torch.dtype, device: str) -> list[Reason]:
 
 def bf16_cudnn_supported() -> bool:
     """PyTorch's `supportsBFloat16RNNWithCuDNN`: cuDNN >= 9.13 and compute capability >= 8.0."""
+    import torch
+
     version = torch.backends.cudnn.version() or 0
     return version >= 91300 and torch.cuda.get_device_capability()[0] >= 8
 
 
 def _miopen_runs(rnn: nn.RNNBase, dtype: torch.dtype) -> bool:
     """ROCm builds: PyTorch's `use_miopen` (float32/float16, cuDNN switch on, no LSTM projections)."""
+    import torch
+
     return (torch.version.hip is not None and torch.backends.cudnn.enabled
             and dtype in (torch.float32, torch.float16) and not getattr(rnn, "proj_size", 0))
 
@@ -382,6 +425,8 @@ def onednn_dtype_unsupported(dtype: torch.dtype) -> str | None:
     bfloat16 needs AVX-512 (AVX512-BW and up) or an Arm CPU with BF16; float16 needs AVX512-FP16 or AMX-FP16.
     Most laptops, many cloud VMs and every AMD Zen 2/3 server have neither: there PyTorch runs ATen's loop.
     """
+    import torch
+
     if dtype == torch.bfloat16 and not torch.ops.mkldnn._is_mkldnn_bf16_supported():
         return "bfloat16 needs an AVX-512 (or Arm BF16) CPU for oneDNN"
     if dtype == torch.float16 and not torch.ops.mkldnn._is_mkldnn_fp16_supported():
@@ -391,6 +436,8 @@ def onednn_dtype_unsupported(dtype: torch.dtype) -> str | None:
 
 def _onednn_reasons(rnn: nn.RNNBase, dtype: torch.dtype, numel: int, batch_sizes) -> list[Reason]:
     """Why PyTorch's CPU LSTM is not oneDNN's (`use_mkldnn` and the checks around it); empty when it is."""
+    import torch
+
     if rnn.mode != "LSTM":
         return [Reason("onednn_mode", f"PyTorch has a oneDNN CPU kernel for LSTM only, not {rnn.mode}")]
     reasons = []
