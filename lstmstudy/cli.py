@@ -22,6 +22,7 @@ import subprocess
 import sys
 from collections.abc import Collection
 from pathlib import Path
+from typing import NamedTuple
 
 from lstmstudy import __version__, backends
 from lstmstudy.errors import MissingDependency, StudyError, extra_for, missing_dependency
@@ -97,7 +98,7 @@ def cmd_measure(args: argparse.Namespace) -> int:
             raise StudyError(f"--plan lease cuts the GPU grids to what their verdicts read; on {kind!r} measure the "
                              f"default grids (leave --plan out)")
         if args.plan_only:
-            print(plan_text(steps, kind))
+            print(plan_text(steps, kind, quick=args.quick))
             return 0
     device = str(hardware.resolve_device(args.device))  # fail before anything else if the device is not here
     if note := chosen_note():
@@ -141,17 +142,18 @@ def cmd_unpack(args: argparse.Namespace) -> int:
     return 0
 
 
-def plan_text(steps: list, kind: str) -> str:
+def plan_text(steps: list, kind: str, *, quick: bool = False) -> str:
     """A measuring plan as lines: each step's new points and planned seconds, running totals, and (for the lease)
-    the fixed costs of one call beside the judged claims it measures first."""
+    the fixed costs of one call beside the judged claims it measures first; `quick`: the shrunken grids."""
     from lstmstudy.claims import LEASE_CALL_S, LEASE_FIXED_S, planned
 
-    lines = [f"plan on {kind} (planned from each claim's seconds per point, not measured):"]
+    grids = " (quick grids: each point planned at a full point's seconds, an upper bound)" if quick else ""
+    lines = [f"plan on {kind}{grids} (planned from each claim's seconds per point, not measured):"]
     lease = [step for step in steps if step[1] == "lease"]
     total = sum(LEASE_FIXED_S.values()) if lease else 0.0
     if lease:
         lines += [f"  {what:<44} {seconds:5.0f} s" for what, seconds in LEASE_FIXED_S.items()]
-    for index, (claim, select, points, seconds) in enumerate(planned(steps, kind)):
+    for index, (claim, select, points, seconds) in enumerate(planned(steps, kind, quick=quick)):
         total += seconds
         if points:
             lines.append(f"  {claim.stem:<27} {select:<5} {points:4d} points {seconds:5.0f} s  "
@@ -283,40 +285,83 @@ def glued_markdown(page: Path, names: Collection[str]) -> dict[str, str]:
 EXPLAIN_FUSED, EXPLAIN_FALLS_BACK, EXPLAIN_UNREADABLE = 0, 1, 2
 #: the saved models a folder given to `lstmstudy explain` holds
 MODEL_SUFFIXES = (".keras", ".h5")
+#: what Keras 3's `model.save_weights` writes: named like a model, holding none
+WEIGHTS_SUFFIXES = (".weights.h5", ".weights.json")
 
 
 #: what `lstmstudy explain --help` says beyond its options: the words of the answer, defined for a CI log's reader
 EXPLAIN_HELP = """Say, for each recurrent layer of saved Keras models, which kernel Keras would run on a CUDA GPU with
 cuDNN, every reason it is not cuDNN's fused kernel, the fix, and the cost. The saved config is read directly
 (no TensorFlow, Keras or torch imported); the model is loaded through Keras only where the config cannot tell,
-or with --custom-objects. The answer is for the Keras backend set here (KERAS_BACKEND or ~/.keras/keras.json),
-and a note says where the other backend differs. Exit status: 0 every layer gets cuDNN, 1 some layer falls
-back, 2 a file cannot be read or a custom class cannot be told. A CI step: `lstmstudy explain models/`.
+or with --custom-objects. The answer is for the Keras backend your Keras would use: KERAS_BACKEND, else the
+"backend" of keras.json ($KERAS_HOME, else ~/.keras), else Keras's default, tensorflow; it names the backend and
+what chose it, and a note says where another backend would differ. Weights files (*.weights.h5,
+*.weights.json, an .h5 without a model) and, in folders, files that are not saved models are skipped with one
+note. Exit status: 0 every layer gets cuDNN, 1 some layer falls back, 2 a file cannot be read or a custom class
+cannot be told. A CI step: `lstmstudy explain models/`.
 
 kernels (the "kernel" field of --json):
   cudnn           NVIDIA cuDNN's fused RNN kernel: the fast path
-  framework-loop  Keras's generic kernel on TensorFlow: a while loop over time steps, one step's ops at a time
+  framework-loop  Keras's generic kernel on TensorFlow or jax: a loop over time steps in the compiled graph
   unrolled        Keras's generic kernel unrolled (unroll=True): every time step's ops written into the graph
   python-op-loop  Keras's generic kernel on its torch backend: a Python loop over time steps, one op at a time
   aten-loop       PyTorch's own C++ loop over time steps (Keras on torch handed the layer to torch, which
                   declined cuDNN, e.g. for its dtype)
-  (empty)         cannot tell: a custom class the saved config does not describe ("told": false)"""
+  (empty)         cannot tell: a custom class the saved config does not describe ("told": false)
+
+--json prints one object, whatever the number of files:
+  {"explained_for": "a CUDA GPU with cuDNN", "keras_backend": {"name": ..., "chosen_by": ...},
+   "exit_status": 0|1|2,
+   "models": [{"model": PATH, "how": ..., then "layers": [...] (each with "layer", "layer_type", "framework",
+              "kernel", "fused", "told", "reasons", "notes", "cost"), or "error": ..., or "note": ...}],
+   "skipped": [{"path": PATH, "why": ...}]}"""
 
 
-def explain_targets(paths: list[Path]) -> list[Path]:
-    """The files to explain: each file as given (read or refused by `saved_config.explain_model`), each folder's
-    saved models (`MODEL_SUFFIXES`) at any depth, in name order."""
-    out = []
+class Targets(NamedTuple):
+    """What `lstmstudy explain` was given: the files to explain, and the paths skipped with why."""
+
+    models: list[Path]
+    skipped: dict[Path, str]
+
+
+def explain_targets(paths: list[Path]) -> Targets:
+    """Each file as given (read or refused by `saved_config.explain_model`) unless it is a weights file; each
+    folder's saved models (`MODEL_SUFFIXES`) at any depth, in name order, its weights files and other files
+    skipped (hidden ones not even counted), and a folder holding no model skipped as such."""
+    models: list[Path] = []
+    skipped: dict[Path, str] = {}
     for path in paths:
-        found = sorted(p for p in path.rglob("*") if p.suffix in MODEL_SUFFIXES) if path.is_dir() else [path]
-        out += found or [path]  # a folder without models is named as such by saved_config.explain_model
-    return out
+        if not path.is_dir():
+            if path.name.endswith(WEIGHTS_SUFFIXES):
+                skipped[path] = "weights only (model.save_weights), no model"
+            else:
+                models.append(path)
+            continue
+        files = sorted(p for p in path.rglob("*") if p.is_file()
+                       and not any(part.startswith(".") for part in p.relative_to(path).parts))
+        found = [p for p in files if p.suffix in MODEL_SUFFIXES and not p.name.endswith(WEIGHTS_SUFFIXES)]
+        models += found
+        skipped.update({p: "weights only (model.save_weights), no model" if p.name.endswith(WEIGHTS_SUFFIXES)
+                        else "not a saved model (.keras or .h5)" for p in files if p not in found})
+        if not found:
+            skipped[path] = f"a folder holding no saved Keras model ({' or '.join(MODEL_SUFFIXES)})"
+    return Targets(models, skipped)
+
+
+def skipped_note(skipped: dict[Path, str]) -> str:
+    """One line for everything skipped: each folder without a model and each weights file by name, others counted."""
+    named = [f"{path} ({why})" for path, why in skipped.items() if not why.startswith("not a saved model")]
+    others = len(skipped) - len(named)
+    if others:
+        named.append(f"{others} other file(s) that are not saved models")
+    return f"note: skipped {'; '.join(named)}"
 
 
 def cmd_explain(args: argparse.Namespace) -> int:
     """Each model's recurrent layers; exit 0 when every one gets the fused kernel, 1 when any falls back, 2 when a
     file cannot be read (each such file says why in one line on stderr, and the others are still explained) or a
-    custom class in it cannot be told."""
+    custom class in it cannot be told. Every answer is computed before any is printed, so that a reader who closes
+    the pipe early (`| head`) still gets the status the whole answer earned."""
     if args.tables == bool(args.paths):
         raise StudyError("give either saved models' PATHs or --tables")
     if args.tables:
@@ -325,19 +370,25 @@ def cmd_explain(args: argparse.Namespace) -> int:
         for path, changed in write(root=args.results_dir).items():
             print(f"{'wrote' if changed else 'unchanged:'} {path}")
         return 0
-    from lstmstudy.errors import NoRecurrentLayers
-    from lstmstudy.saved_config import explain_model
+    from lstmstudy.errors import NoRecurrentLayers, WeightsOnly
+    from lstmstudy.saved_config import checked_backend, explain_model
 
-    status, answers = EXPLAIN_FUSED, []
-    for path in explain_targets(args.paths):
-        answer: dict = {"model": str(path), "explained_for": "a CUDA GPU with cuDNN"}
+    backend = checked_backend()  # before any model is loaded: Keras, once imported, would answer for itself
+    targets = explain_targets(args.paths)
+    skipped = dict(targets.skipped)
+    status, answers, lines, errors = EXPLAIN_FUSED, [], [], []
+    for path in targets.models:
+        answer: dict = {"model": str(path)}
         try:
-            findings, answer["how"] = explain_model(path, results_root=args.results_dir,
+            findings, answer["how"] = explain_model(path, results_root=args.results_dir, backend=backend,
                                                     custom_objects=tuple(args.custom_objects))
+        except WeightsOnly as exc:
+            skipped[path] = str(exc)
+            continue
         except NoRecurrentLayers as exc:
             findings, answer["note"] = [], str(exc)
         except StudyError as exc:
-            print(f"lstmstudy: error: {exc}", file=sys.stderr)
+            errors.append(f"lstmstudy: error: {exc}")
             status = EXPLAIN_UNREADABLE
             answers.append({**answer, "error": str(exc)})
             continue
@@ -346,16 +397,33 @@ def cmd_explain(args: argparse.Namespace) -> int:
         elif any(not finding.fused for finding in findings) and status == EXPLAIN_FUSED:
             status = EXPLAIN_FALLS_BACK
         answers.append({**answer, "layers": [finding.as_dict() for finding in findings]})
-        if not args.json:
-            untold = sum(not finding.told for finding in findings)
-            unknown = f", {untold} class(es) it cannot see into" if untold else ""
-            print(answer.get("note") or f"{path}: {len(findings) - untold} recurrent layer(s){unknown}, as they would "
-                                        f"run on a CUDA GPU with cuDNN ({answer['how']})")
-            for finding in findings:
-                print(finding)
-    if args.json and answers:
-        print(json.dumps(answers[0] if len(answers) == 1 else answers, indent=2))
+        untold = sum(not finding.told for finding in findings)
+        unknown = f", {untold} class(es) it cannot see into" if untold else ""
+        lines.append(answer.get("note") or f"{path}: {len(findings) - untold} recurrent layer(s){unknown}, as they "
+                                           f"would run on a CUDA GPU with cuDNN on Keras's {backend.name} backend "
+                                           f"({backend.chosen_by}), {answer['how']}")
+        lines += map(str, findings)
+    if args.json:
+        lines = [json.dumps({"explained_for": "a CUDA GPU with cuDNN", "keras_backend": backend._asdict(),
+                             "exit_status": status, "models": answers,
+                             "skipped": [{"path": str(path), "why": why} for path, why in skipped.items()]},
+                            indent=2)]
+    for line in errors + ([skipped_note(skipped)] if skipped else []):
+        print(line, file=sys.stderr)
+    try:
+        for line in lines:
+            print(line)
+        sys.stdout.flush()
+    except BrokenPipeError:
+        quiet_stdout()
     return status
+
+
+def quiet_stdout() -> None:
+    """Point stdout at the null device once its reader has gone (`| head`), so that nothing more is written there
+    and the interpreter's last flush cannot fail with a traceback (the `signal` module's documented recipe)."""
+    devnull = os.open(os.devnull, os.O_WRONLY)
+    os.dup2(devnull, sys.stdout.fileno())
 
 
 def cmd_published(args: argparse.Namespace) -> int:
@@ -422,7 +490,8 @@ def parser() -> argparse.ArgumentParser:
     mea.add_argument("--plan", choices=["lease"],
                      help="'lease': the five judged claims on the grids their verdicts read (a 15-minute GPU lease), "
                           "then every default grid in a GPU node's order, compiles last")
-    mea.add_argument("--plan-only", action="store_true", help="print what would be measured and its planned time")
+    mea.add_argument("--plan-only", action="store_true",
+                     help="print what would be measured (the quick grids with --quick) and its planned time")
     mea.add_argument("--quick", action="store_true", help="shrink every grid (a smoke run)")
     mea.add_argument("--deadline", type=float, metavar="SECONDS",
                      help="stop cleanly between points after this many seconds; the next call resumes")
@@ -468,20 +537,21 @@ def parser() -> argparse.ArgumentParser:
     rep.add_argument("--pages-out", type=Path, default=None, help=argparse.SUPPRESS)
     rep.set_defaults(func=cmd_reproduce)
 
-    exp = sub.add_parser("explain", help="say which recurrent layers of a saved Keras model (.keras) would miss "
-                                         "cuDNN on a GPU, why, the fix, and the slowdown claim 1 measured",
+    exp = sub.add_parser("explain", help="say which recurrent layers of saved Keras models (.keras or .h5 files, or "
+                                         "folders of them) would miss cuDNN on a GPU on your Keras backend, why, "
+                                         "the fix, and the slowdown claim 1 measured",
                          description=EXPLAIN_HELP, formatter_class=argparse.RawDescriptionHelpFormatter)
     exp.add_argument("paths", type=Path, nargs="*", metavar="PATH",
-                     help="models saved with model.save('....keras') (or .h5), or folders of them; exit status 0 when "
-                          "every recurrent layer gets cuDNN's fused kernel, 1 when any falls back, 2 when a file "
-                          "cannot be read or a custom class in it cannot be told")
+                     help="models saved with model.save('....keras') (or .h5), or folders of them (weights files are "
+                          "skipped); exit status 0 when every recurrent layer gets cuDNN's fused kernel, 1 when any "
+                          "falls back, 2 when a file cannot be read or a custom class in it cannot be told")
     exp.add_argument("--custom-objects", action="append", default=[], metavar="MODULE",
                      help="import MODULE (a module name or a .py file) that defines the model's custom classes, and "
                           "load the model through Keras (seconds: it imports Keras and its backend); may be repeated")
     exp.add_argument("--tables", action="store_true",
                      help="instead of a model: explain the settings the pages of claims 1 and 5 show and store them in "
                           "the checkout's results/explained/, where the pages read them (or under --results-dir)")
-    exp.add_argument("--json", action="store_true", help="print JSON")
+    exp.add_argument("--json", action="store_true", help="print one JSON object (its shape is above)")
     exp.add_argument("--results-dir", type=Path, help="results root (default: $LSTMSTUDY_RESULTS or results/)")
     exp.set_defaults(func=cmd_explain)
 
@@ -514,6 +584,9 @@ def main(argv: list[str] | None = None) -> int:
             raise
         print(f"lstmstudy: error: {missing}", file=sys.stderr)
         return 2
+    except BrokenPipeError:  # the reader closed the pipe (`| head`): stop quietly, with the shell's status for it
+        quiet_stdout()
+        return 141
     except KeyboardInterrupt:  # every finished row is stored already: a sweep appends group by group
         print("lstmstudy: interrupted; run the same command again to resume", file=sys.stderr)
         return 130

@@ -2,8 +2,10 @@
 
 from __future__ import annotations
 
+import json
 import re
 from importlib import metadata
+from urllib.parse import unquote, urlparse
 
 
 class StudyError(Exception):
@@ -58,12 +60,34 @@ class NoRecurrentLayers(StudyError):
     """A saved model without recurrent layers: readable, and nothing in it can miss cuDNN."""
 
 
+class WeightsOnly(StudyError):
+    """A file of saved weights (an .h5 without a model config): no model to explain, so skipped, not refused."""
+
+
 class MissingDependency(StudyError):
     """An optional dependency that this installation lacks, named with the extra of the package that brings it."""
 
     def __init__(self, module: str, extra: str) -> None:
-        super().__init__(f"this needs {module}, which is not installed here: pip install 'lstmstudy[{extra}]'")
+        super().__init__(f"this needs {module}, which is not installed here: {install_command(extra)}")
         self.module, self.extra = module, extra
+
+
+def install_command(extra: str) -> str:
+    """The command that adds `extra` to this lstmstudy: from the wheel or the folder pip installed it from, which pip
+    recorded (PEP 610's direct_url.json). lstmstudy is on no package index, so `pip install lstmstudy[...]` would
+    fetch another project's package of that name, if any: without a record, the command says what to name."""
+    # the first installation with a record: a checkout's own lstmstudy.egg-info, first on the path there, has none
+    texts = (dist.read_text("direct_url.json") for dist in metadata.distributions(name="lstmstudy"))
+    try:
+        recorded = json.loads(next((text for text in texts if text), "{}"))
+    except ValueError:
+        recorded = {}
+    url = recorded.get("url", "")
+    if not url.startswith("file://"):
+        return (f"pip install '<the lstmstudy wheel or checkout you installed>[{extra}]' (lstmstudy is on no "
+                f"package index)")
+    editable = "-e " if recorded.get("dir_info", {}).get("editable") else ""
+    return f"pip install {editable}'{unquote(urlparse(url).path)}[{extra}]'"
 
 
 #: import names whose distribution is named otherwise (the others are named as they are imported)

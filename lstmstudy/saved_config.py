@@ -28,12 +28,15 @@ from pathlib import Path
 from lstmstudy.backends import KERAS_BACKENDS, UserBackend, user_backend
 from lstmstudy.cudnn_rules import (MASK_BLOCKS, Explanation, KerasRecurrent, Reason, explain_keras_layer,
                                    right_padded_only_note, torch_cudnn_dtype_reason)
-from lstmstudy.errors import NoRecurrentLayers, StudyError
+from lstmstudy.errors import NoRecurrentLayers, StudyError, WeightsOnly
 from lstmstudy.findings import Finding, measured_cost
 
 #: Keras's recurrent layers, each with the cell it runs (`KerasRecurrent.cell`); RNN's cell is in its config
 RECURRENT = {"LSTM": "LSTMCell", "GRU": "GRUCell", "SimpleRNN": "SimpleRNNCell", "ConvLSTM1D": "ConvLSTMCell",
              "ConvLSTM2D": "ConvLSTMCell", "ConvLSTM3D": "ConvLSTMCell", "RNN": ""}
+#: Keras 2's cuDNN-only layers (`keras.layers.CuDNNLSTM`, TensorFlow 1's and 2's `tf.compat.v1.keras.layers`), with
+#: the Keras 3 layer a converted model holds instead
+KERAS2_CUDNN = {"CuDNNLSTM": "LSTM", "CuDNNGRU": "GRU"}
 #: layers that hold other layers in their config, under these keys
 WRAPPERS = {"Bidirectional": ("layer", "backward_layer"), "TimeDistributed": ("layer",),
             "SpectralNormalization": ("layer",), "Pipeline": ("layers",)}
@@ -125,7 +128,7 @@ def read_config(path: Path) -> dict:
     with h5py.File(path, "r") as h5:
         config = h5.attrs.get("model_config")
     if config is None:
-        raise StudyError(f"{path} is an HDF5 file without a model_config: it holds weights only, not a model")
+        raise WeightsOnly("weights only: an HDF5 file without a model_config")
     return json.loads(config.decode() if isinstance(config, bytes) else config)
 
 
@@ -188,6 +191,9 @@ class _Walker:
         cls = entry.get("class_name", "")
         config = entry.get("config") or {}
         name = config.get("name") or entry.get("name") or cls.lower()
+        if cls in KERAS2_CUDNN:  # named in no Keras 3 module: not a custom class
+            self.answer.found.append(Found(prefix + name, cls, config, False))
+            return False  # Keras 2 refused a mask here
         if _custom(entry):
             return self.unknown(entry, prefix + name)
         if cls in MODELS:
@@ -384,7 +390,19 @@ def explain_saved_config(path: Path, *, results_root: Path | None = None,
     return findings, answer
 
 
+def keras2_cudnn_finding(found: Found) -> Finding:
+    """A Keras 2 CuDNNLSTM or CuDNNGRU: cuDNN's fused kernel or nothing, whatever the backend."""
+    keras3 = KERAS2_CUDNN[found.layer_type]
+    note = Reason("keras2_cudnn", f"Keras 2's {found.layer_type} always runs cuDNN's fused kernel, with no fallback "
+                                  f"(without a GPU it fails); Keras 3 has no such layer and loads this model only "
+                                  f"after conversion to keras.layers.{keras3}, whose defaults (tanh, sigmoid, a bias"
+                                  f"{', reset_after=True' if keras3 == 'GRU' else ''}) keep cuDNN")
+    return Finding(found.path, found.layer_type, "keras 2", "cudnn", (), (note,), on_gpu=True)
+
+
 def _finding(found: Found, backend: str, batch: int | None, results_root: Path | None) -> Finding:
+    if found.layer_type in KERAS2_CUDNN:
+        return keras2_cudnn_finding(found)
     explanation = explain_found(found, backend)
     notes = explanation.notes + tuple(other_backend_notes(found, backend, explanation))
     if found.masked is None:

@@ -203,7 +203,23 @@ def test_a_missing_optional_dependency_is_named_with_its_extra(monkeypatch):
     real = errors.metadata.version
     monkeypatch.setattr(errors.metadata, "version", lambda name: real("x" if name == "papermill" else name))
     missing = errors.missing_dependency(ModuleNotFoundError(name="papermill.iorw"))
-    assert str(missing) == "this needs papermill, which is not installed here: pip install 'lstmstudy[book]'"
+    assert str(missing) == f"this needs papermill, which is not installed here: {errors.install_command('book')}"
+
+
+@pytest.mark.parametrize(("recorded", "command"), [
+    ('{"url": "file:///work/lstm%20study", "dir_info": {"editable": true}}', "pip install -e '/work/lstm study[book]'"),
+    ('{"url": "file:///tmp/dist/lstmstudy-1.0-py3-none-any.whl", "archive_info": {}}',
+     "pip install '/tmp/dist/lstmstudy-1.0-py3-none-any.whl[book]'"),
+    (None, "pip install '<the lstmstudy wheel or checkout you installed>[book]' (lstmstudy is on no package index)"),
+])
+def test_the_install_command_names_where_lstmstudy_came_from_never_an_index(monkeypatch, recorded, command):
+    """lstmstudy is on no index: `pip install lstmstudy[book]` would fetch another project's package of that name."""
+    class Installed:
+        def read_text(self, name):
+            return recorded if name == "direct_url.json" else None
+
+    monkeypatch.setattr(errors.metadata, "distributions", lambda name: [Installed()])
+    assert errors.install_command("book") == command
 
 
 # --- lstmstudy explain PATH ------------------------------------------------------------------------------------
@@ -222,12 +238,10 @@ def _saved_model(path, recurrent: bool):
 def _bad_inputs(tmp_path):
     (tmp_path / "notes.txt").write_text("not a model\n")
     (tmp_path / "fake.keras").write_text("not a zip\n")
-    (tmp_path / "empty").mkdir()
     return {
         "missing": (tmp_path / "nope.keras", "no such file: "),
         "a text file": (tmp_path / "notes.txt", "is not a Keras model Keras can load (File format not supported"),
         "a .keras that is not a zip": (tmp_path / "fake.keras", "is not a Keras model: a .keras file is a zip"),
-        "a folder without models": (tmp_path / "empty", "is not a file"),
     }
 
 
@@ -264,7 +278,7 @@ def test_explain_prints_each_layer_and_the_cost(tmp_path, capfd):
     assert "activation='tanh'" in out.stdout and "no measurement yet on a GPU" in out.stdout
     assert re.search(r"LSTM layer 'lstm_1' \[keras/\w+\]: cuDNN's fused kernel on a GPU", out.stdout)
     done = _in_process(capfd, "explain", str(path), "--json", "--results-dir", str(tmp_path / "results"))
-    layers = json.loads(done.stdout)["layers"]
+    layers = json.loads(done.stdout)["models"][0]["layers"]
     assert [(layer["layer"], layer["fused"]) for layer in layers] == [("lstm", False), ("lstm_1", True)]
     assert layers[0]["reasons"][0]["code"] == "activation" and layers[0]["cost"]["ratio"] is None
 
@@ -290,7 +304,7 @@ def test_explain_is_a_gate_over_files_and_folders(tmp_path, capfd):
     done = _in_process(capfd, "explain", str(models), str(tmp_path / "blog.keras"), "--json", *results_dir)
     assert done.returncode == 2 and done.stderr.count("\n") == 1
     assert "c_broken.keras is not a Keras model" in done.stderr
-    answers = json.loads(done.stdout)
+    answers = json.loads(done.stdout)["models"]
     assert [Path(a["model"]).name for a in answers] == ["a_fused.keras", "b_dense.keras", "c_broken.keras",
                                                           "blog.keras"]
     assert "error" in answers[2] and answers[1]["layers"] == [] and answers[3]["layers"][0]["fused"] is False
@@ -308,7 +322,7 @@ def test_explain_names_a_custom_class_keras_cannot_find(tmp_path, capfd):
     done = _in_process(capfd, "explain", str(path), "--json", "--results-dir", str(tmp_path / "results"))
     # the file is read, not refused: the LSTM is told, the class it cannot see into is named, and the gate says 2
     assert done.returncode == 2 and done.stderr == "", done.stderr
-    lstm, gated = json.loads(done.stdout)["layers"]  # the recurrent layers first, then what it cannot see into
+    lstm, gated = json.loads(done.stdout)["models"][0]["layers"]  # the recurrent layers first, then what it cannot see into
     assert (gated["layer_type"], gated["told"], lstm["layer_type"], lstm["fused"]) == ("Gated", False, "LSTM", True)
     assert gated["reasons"][0]["message"].startswith("unknown class Gated: a custom class")
     assert "--custom-objects MODULE" in gated["reasons"][0]["message"]
@@ -319,7 +333,7 @@ def test_explain_names_a_custom_class_keras_cannot_find(tmp_path, capfd):
     keras.Sequential([keras.Input((5, 3)), _registered_gated(module), keras.layers.LSTM(4)]).save(path)
     done = _in_process(capfd, "explain", str(path), "--json", "--custom-objects", str(module),
                        "--results-dir", str(tmp_path / "results"))
-    answer = json.loads(done.stdout)
+    answer = json.loads(done.stdout)["models"][0]
     assert done.returncode == 0, done.stderr
     assert answer["how"].startswith("loaded through Keras")
     assert [layer["layer_type"] for layer in answer["layers"]] == ["LSTM"]
@@ -348,7 +362,7 @@ def test_explain_sees_a_mask_reach_a_layer_of_a_saved_model(tmp_path, capfd):
     path = tmp_path / "masks.keras"
     keras.Model([words, numbers], keras.layers.Concatenate()([masked, plain])).save(path)
     done = _in_process(capfd, "explain", str(path), "--json", "--results-dir", str(tmp_path / "results"))
-    layers = {layer["layer"]: layer for layer in json.loads(done.stdout)["layers"]}
+    layers = {layer["layer"]: layer for layer in json.loads(done.stdout)["models"][0]["layers"]}
     plain_codes = [n["code"] for n in layers["plain"]["notes"]] + [r["code"] for r in layers["plain"]["reasons"]]
     assert layers["plain"]["fused"] and "mask_right_padded_only" not in plain_codes
     if keras.backend.backend() == "torch":
@@ -382,7 +396,7 @@ def test_book_without_jupyter_book_names_its_extra(monkeypatch, capsys):
     monkeypatch.setattr(cli, "missing_pages", lambda root: [])
     assert cli.main(["book"]) == 2
     assert capsys.readouterr().err == ("lstmstudy: error: this needs jupyter-book, which is not installed here: "
-                                       "pip install 'lstmstudy[book]'\n")
+                                       f"{errors.install_command('book')}\n")
 
 
 def test_the_sweeps_lines_go_to_the_terminal_and_the_log_not_into_the_page(tmp_path, capsys):

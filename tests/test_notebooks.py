@@ -72,13 +72,15 @@ def test_sources_are_stripped(stem):
 
 @pytest.mark.parametrize("stem", sorted(NOTEBOOKS))
 def test_the_first_cell_installs_the_package_only_where_it_is_missing(stem):
-    """A page opened in a hosted notebook (its launch button) installs lstmstudy with extras the package declares;
-    where lstmstudy is installed, as where the study renders it, the cell does nothing."""
+    """A page opened in a hosted notebook (its launch button) installs lstmstudy, from the wheel uploaded beside it
+    (it is on no index), with extras the package declares; where lstmstudy is installed, as where the study renders
+    it, the cell does nothing. tests/test_wheel.py runs the cell with a real wheel."""
     import nbformat
     from importlib import metadata
 
     first = next(c for c in nbformat.read(NOTEBOOKS[stem], as_version=4).cells if c.cell_type == "code")
-    pattern = r'try:\n    import lstmstudy\nexcept ImportError:\n    %pip install .*"lstmstudy\[([a-z,]+)\]"$'
+    pattern = (r'try:\n    import lstmstudy\nexcept ImportError:\n(?:    .*\n|\n)*'
+               r'    %pip install .*"\{wheel\}\[([a-z,]+)\]"$')
     install = re.search(pattern, first.source)
     assert install, f"{stem}: the first code cell installs lstmstudy where it cannot be imported"
     declared = {extra for line in metadata.requires("lstmstudy") or []

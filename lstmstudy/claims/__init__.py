@@ -266,16 +266,18 @@ def lease_plan() -> list[tuple[Claim, str]]:
     return [*first, *((claim, "fast") for claim in rest), *((claim, "slow") for claim in rest if claim.slow)]
 
 
-def planned(steps: Sequence[tuple[Claim, str]], kind: str) -> list[tuple[Claim, str, int, float]]:
+def planned(steps: Sequence[tuple[Claim, str]], kind: str, *,
+            quick: bool = False) -> list[tuple[Claim, str, int, float]]:
     """Each step of a plan with the points it adds (those no earlier step measured: the sweep resumes past them)
-    and their planned seconds (`Claim.seconds_per_point`, a slow kernel's at `seconds_per_slow_point`)."""
+    and their planned seconds (`Claim.seconds_per_point`, a slow kernel's at `seconds_per_slow_point`); `quick`
+    plans the shrunken grids, each point still at a full point's seconds (an upper bound)."""
     def ident(claim: Claim, p: Point) -> tuple:  # `Point.key` without its Keras backend: no Keras import to plan
         return claim.name, p.kernel, p.shape, p.precision, p.phase, config_text(p.config)
 
     seen: set[tuple] = set()
     out = []
     for claim, select in steps:
-        new = [p for p in claim.points(kind, select=select) if ident(claim, p) not in seen]
+        new = [p for p in claim.points(kind, quick=quick, select=select) if ident(claim, p) not in seen]
         seen.update(ident(claim, p) for p in new)
         slow = sum(p.kernel in claim.slow for p in new)
         each = claim.seconds_per_point[kind]
