@@ -287,6 +287,8 @@ EXPLAIN_FUSED, EXPLAIN_FALLS_BACK, EXPLAIN_UNREADABLE = 0, 1, 2
 MODEL_SUFFIXES = (".keras", ".h5")
 #: what Keras 3's `model.save_weights` writes: named like a model, holding none
 WEIGHTS_SUFFIXES = (".weights.h5", ".weights.json")
+#: why a file is skipped: its name says it holds weights, or, in a folder, it is no saved model
+WEIGHTS_FILE, NOT_A_MODEL = "weights only, no model: what model.save_weights writes", "not a saved .keras or .h5 model"
 
 
 #: what `lstmstudy explain --help` says beyond its options: the words of the answer, defined for a CI log's reader
@@ -332,8 +334,8 @@ def explain_targets(paths: list[Path]) -> Targets:
     skipped: dict[Path, str] = {}
     for path in paths:
         if not path.is_dir():
-            if path.name.endswith(WEIGHTS_SUFFIXES):
-                skipped[path] = "weights only (model.save_weights), no model"
+            if path.is_file() and path.name.endswith(WEIGHTS_SUFFIXES):  # a missing one is refused: a typo
+                skipped[path] = WEIGHTS_FILE
             else:
                 models.append(path)
             continue
@@ -341,8 +343,8 @@ def explain_targets(paths: list[Path]) -> Targets:
                        and not any(part.startswith(".") for part in p.relative_to(path).parts))
         found = [p for p in files if p.suffix in MODEL_SUFFIXES and not p.name.endswith(WEIGHTS_SUFFIXES)]
         models += found
-        skipped.update({p: "weights only (model.save_weights), no model" if p.name.endswith(WEIGHTS_SUFFIXES)
-                        else "not a saved model (.keras or .h5)" for p in files if p not in found})
+        skipped.update({p: WEIGHTS_FILE if p.name.endswith(WEIGHTS_SUFFIXES) else NOT_A_MODEL
+                        for p in files if p not in found})
         if not found:
             skipped[path] = f"a folder holding no saved Keras model ({' or '.join(MODEL_SUFFIXES)})"
     return Targets(models, skipped)
@@ -350,7 +352,7 @@ def explain_targets(paths: list[Path]) -> Targets:
 
 def skipped_note(skipped: dict[Path, str]) -> str:
     """One line for everything skipped: each folder without a model and each weights file by name, others counted."""
-    named = [f"{path} ({why})" for path, why in skipped.items() if not why.startswith("not a saved model")]
+    named = [f"{path} ({why})" for path, why in skipped.items() if why != NOT_A_MODEL]
     others = len(skipped) - len(named)
     if others:
         named.append(f"{others} other file(s) that are not saved models")

@@ -391,12 +391,21 @@ def explain_saved_config(path: Path, *, results_root: Path | None = None,
 
 
 def keras2_cudnn_finding(found: Found) -> Finding:
-    """A Keras 2 CuDNNLSTM or CuDNNGRU: cuDNN's fused kernel or nothing, whatever the backend."""
+    """A Keras 2 CuDNNLSTM or CuDNNGRU: cuDNN's fused kernel or nothing, whatever the backend. Keras 3 has no such
+    layer, so the note says where the layer a converted model holds instead keeps cuDNN (jax has no cuDNN GRU)."""
+    from lstmstudy.observe import MEANING
+
     keras3 = KERAS2_CUDNN[found.layer_type]
+    converted = Found(found.path, keras3, found.config, False)  # no activation in its config: Keras 3's defaults
+    lost = {b: there for b in KERAS_BACKENDS if not (there := explain_found(converted, b)).fused_eligible}
+    kept = f" on {' and '.join(b for b in KERAS_BACKENDS if b not in lost)}" if lost else ""
+    otherwise = "".join(f"; on {b} it would run {MEANING[there.kernel]}: {'; '.join(r.message for r in there.reasons)}"
+                        for b, there in lost.items())
     note = Reason("keras2_cudnn", f"Keras 2's {found.layer_type} always runs cuDNN's fused kernel, with no fallback "
-                                  f"(without a GPU it fails); Keras 3 has no such layer and loads this model only "
-                                  f"after conversion to keras.layers.{keras3}, whose defaults (tanh, sigmoid, a bias"
-                                  f"{', reset_after=True' if keras3 == 'GRU' else ''}) keep cuDNN")
+                                  f"(without a GPU it fails outright); Keras 3 has no such layer and loads this model "
+                                  f"only after conversion to keras.layers.{keras3}, whose defaults (tanh, sigmoid, a "
+                                  f"bias{', reset_after=True' if keras3 == 'GRU' else ''}) keep cuDNN's fused kernel"
+                                  f"{kept}{otherwise}")
     return Finding(found.path, found.layer_type, "keras 2", "cudnn", (), (note,), on_gpu=True)
 
 

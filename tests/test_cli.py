@@ -322,7 +322,8 @@ def test_explain_names_a_custom_class_keras_cannot_find(tmp_path, capfd):
     done = _in_process(capfd, "explain", str(path), "--json", "--results-dir", str(tmp_path / "results"))
     # the file is read, not refused: the LSTM is told, the class it cannot see into is named, and the gate says 2
     assert done.returncode == 2 and done.stderr == "", done.stderr
-    lstm, gated = json.loads(done.stdout)["models"][0]["layers"]  # the recurrent layers first, then what it cannot see into
+    # the recurrent layers first, then what it cannot see into
+    lstm, gated = json.loads(done.stdout)["models"][0]["layers"]
     assert (gated["layer_type"], gated["told"], lstm["layer_type"], lstm["fused"]) == ("Gated", False, "LSTM", True)
     assert gated["reasons"][0]["message"].startswith("unknown class Gated: a custom class")
     assert "--custom-objects MODULE" in gated["reasons"][0]["message"]
@@ -389,6 +390,16 @@ def test_ctrl_c_exits_130_in_one_line(monkeypatch, capsys):
     monkeypatch.setattr(cli, "cmd_env", interrupted)  # `parser()` binds each command's function when main runs
     assert cli.main(["env"]) == 130
     assert capsys.readouterr().err == "lstmstudy: interrupted; run the same command again to resume\n"
+
+
+def test_a_closed_pipe_ends_any_command_quietly():
+    """`lstmstudy measure --plan-only | head -1`: the reader has gone before anything is printed; no traceback and no
+    "Exception ignored" at the interpreter's last flush, and the status a shell gives a writer SIGPIPE ended (141)."""
+    child = subprocess.Popen([sys.executable, "-m", "lstmstudy", "measure", "--plan-only", "--device", "cuda",
+                              "--claims", "01"], stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+    child.stdout.close()  # as `head` does once it has what it wants
+    stderr = child.stderr.read().decode()
+    assert child.wait(timeout=300) == 141 and stderr == "", stderr
 
 
 def test_book_without_jupyter_book_names_its_extra(monkeypatch, capsys):

@@ -77,10 +77,10 @@ def test_weights_and_other_files_are_skipped_with_one_note(kept, capfd):
         assert name in done.stderr
     assert "1 other file(s) that are not saved models" in done.stderr and ".git" not in done.stderr
     answer = json.loads(_explain(capfd, str(kept), "--json").stdout)
-    weights = "weights only (model.save_weights), no model"
+    weights = "weights only, no model"
     assert {Path(s["path"]).name: s["why"].split(":")[0] for s in answer["skipped"]} == {
         "fast.weights.h5": weights, "fast.weights.json": weights, "weights_only.h5": "weights only",
-        "README.md": "not a saved model (.keras or .h5)"}
+        "README.md": "not a saved .keras or .h5 model"}
 
 
 def test_a_weights_file_given_by_name_is_skipped_not_refused(kept, capfd):
@@ -110,6 +110,32 @@ def test_keras_2_cudnn_layers_are_named_as_such(tmp_path, capfd):
     assert [(f["layer"], f["layer_type"], f["kernel"], f["fused"]) for f in found] == [
         ("cu_dnnlstm_1", "CuDNNLSTM", "cudnn", True), ("cu_dnngru_1", "CuDNNGRU", "cudnn", True)]
     assert "no fallback" in found[0]["notes"][0]["message"] and "keras.layers.LSTM" in found[0]["notes"][0]["message"]
+
+
+def test_the_note_says_where_a_converted_keras_2_layer_keeps_cudnn(tmp_path):
+    """The Keras 2 layer is cuDNN's on any backend; the keras.layers.GRU a converted model holds is not on jax, which
+    has no cuDNN GRU, and the note says so whichever backend the answer is for."""
+    from lstmstudy.saved_config import explain_saved_config
+
+    gru = {"class_name": "CuDNNGRU", "config": {"name": "gru", "trainable": True, "units": 2}}
+    layers = [{"class_name": "CuDNNLSTM", "config": {"name": "lstm", "trainable": True, "units": 4,
+                                                     "return_sequences": True}},
+              {"class_name": "Bidirectional", "config": {"name": "both", "trainable": True, "layer": gru}}]
+    path = _h5(tmp_path / "keras2.h5", {"class_name": "Sequential", "config": {"name": "s", "layers": layers}})
+    for backend in ("tensorflow", "torch", "jax"):
+        findings = explain_saved_config(path, backend=backend, results_root=tmp_path)[0]
+        assert [(f.layer, f.kernel, f.fused) for f in findings] == [
+            ("lstm", "cudnn", True), ("both/gru", "cudnn", True), ("both/backward_gru", "cudnn", True)], backend
+        assert "keras.layers.LSTM, whose defaults (tanh, sigmoid, a bias) keep cuDNN" in findings[0].notes[0].message
+        assert ("keep cuDNN's fused kernel on tensorflow and torch; on jax it would run Keras's generic kernel"
+                in findings[1].notes[0].message), findings[1].notes[0].message
+
+
+def test_a_missing_weights_file_is_refused_not_skipped(tmp_path, capfd):
+    """A typo in a CI step's path fails it, whatever its name says the file would hold."""
+    done = _explain(capfd, str(tmp_path / "gone.weights.h5"))
+    assert (done.returncode, done.stdout) == (2, "")
+    assert done.stderr == f"lstmstudy: error: no such file: {tmp_path / 'gone.weights.h5'}\n"
 
 
 def test_json_has_one_shape_for_any_number_of_files(kept, tmp_path, capfd):
