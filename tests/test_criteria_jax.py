@@ -17,7 +17,7 @@ import pytest
 from lstmstudy.backends import importable
 
 pytestmark = pytest.mark.skipif(not (importable("jax") and importable("keras")),
-                                reason="needs jax and keras (pip install 'lstmstudy[study]')")
+                                reason="needs jax and keras (pip install -e '.[study]' in the checkout)")
 
 CHILD = textwrap.dedent("""
     import importlib, json, warnings

@@ -17,7 +17,7 @@ from lstmstudy.kernels import keras_kernels
 from lstmstudy.kernels.built import LSTMWeights
 
 pytestmark = pytest.mark.skipif(not (importable("jax") and importable("keras")),
-                                reason="needs jax and keras (pip install 'lstmstudy[study]')")
+                                reason="needs jax and keras (pip install -e '.[study]' in the checkout)")
 
 JAX_BACKEND_CHILD = textwrap.dedent("""
     import json, sys

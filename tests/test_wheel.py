@@ -5,9 +5,6 @@ and answers a command that needs what it lacks in one line."""
 from __future__ import annotations
 
 import json
-import re
-import shlex
-import shutil
 import subprocess
 import sys
 from pathlib import Path
@@ -100,69 +97,3 @@ def test_commands_that_need_the_study_or_its_book_say_so_in_one_line(reader, tmp
     assert done.stderr.splitlines()[-1] == ("lstmstudy: error: this needs papermill, which is not installed here: "
                                             f"pip install '{wheel}[book]'")
 
-
-def _dry_pip(reader: Path, arguments: list[str], cwd: Path) -> subprocess.CompletedProcess:
-    """The reader's `pip ARGUMENTS` as pip resolves it, installing nothing (--dry-run) and fetching nothing
-    (--no-index): lstmstudy is in that venv already, and h5py came with its keras extra."""
-    command, *rest = arguments
-    return run(reader / "python", "-m", "pip", command, "--dry-run", "--no-index", "--no-deps", *rest, cwd=cwd)
-
-
-def _ipython_magics(source: str, cwd: Path) -> list[str]:
-    """The line magics a notebook cell runs where lstmstudy cannot be imported (a hosted notebook's), each expanded as
-    IPython expands `{expression}` in a magic's line; the cell's code runs in `cwd`."""
-    import builtins
-    import os
-
-    from IPython.core.inputtransformer2 import TransformerManager
-
-    magics: list[str] = []
-
-    class Shell:
-        def run_line_magic(self, name: str, line: str, _stack_depth: int = 1) -> None:
-            magics.append(f"{name} {line.format_map(namespace)}")
-
-    def refusing(name, *args, **kwargs):
-        if name.split(".")[0] == "lstmstudy":
-            raise ImportError(f"No module named {name!r}")
-        return builtins.__import__(name, *args, **kwargs)
-
-    namespace = {"__builtins__": {**vars(builtins), "__import__": refusing}, "get_ipython": Shell}
-    before = os.getcwd()
-    os.chdir(cwd)
-    try:
-        exec(TransformerManager().transform_cell(source), namespace)
-    finally:
-        os.chdir(before)
-    return magics
-
-
-def test_the_install_lines_work_as_printed(reader, tmp_path):
-    """The shell lines of the README and of "Add your GPU" that install the wheel, the hosted notebook's lines and each
-    claim notebook's first cell, run as printed with the wheel built here where each says to put it."""
-    import nbformat
-
-    wheel = next((reader.parents[1] / "dist").glob("lstmstudy-*.whl"))
-    for folder in ("dist", "tools", "."):
-        (tmp_path / folder).mkdir(exist_ok=True)
-        shutil.copy(wheel, tmp_path / folder)
-    shell_lines = [line.strip().split("  #")[0] for name in ("README.md", "book/add_your_gpu.md")
-                   for line in (ROOT / name).read_text().splitlines()
-                   if line.strip().startswith("pip install") and "lstmstudy-" in line]
-    assert len(shell_lines) == 3, shell_lines
-    for line in shell_lines:
-        script = f'pip() {{ "{reader}/python" -m pip "$1" --dry-run --no-index --no-deps "${{@:2}}"; }}\n{line}'
-        done = run("bash", "-c", script, cwd=tmp_path)
-        assert done.returncode == 0, (line, done.stderr[-2000:])
-    hosted = re.search(r"```text\n(import glob.*\n%pip install .*)\n", (ROOT / "book/add_your_gpu.md").read_text())[1]
-    cells = [hosted, *(nbformat.read(path, as_version=4).cells[1].source
-                       for path in sorted((ROOT / "notebooks").glob("0*.ipynb")))]
-    for cell in cells:
-        (pip,) = _ipython_magics(cell, tmp_path)
-        assert pip.startswith("pip install") and str(wheel.name) in pip, pip
-        done = _dry_pip(reader, shlex.split(pip)[1:], tmp_path)
-        assert done.returncode == 0, (pip, done.stderr[-2000:])
-    empty = tmp_path / "empty"
-    empty.mkdir()
-    with pytest.raises(ImportError, match="no lstmstudy-\\*.whl is beside this page"):
-        _ipython_magics(cells[1], empty)
