@@ -18,8 +18,8 @@ from __future__ import annotations
 
 import importlib
 import importlib.util
-import os
 import json
+import os
 import sys
 from collections.abc import Iterator, Mapping
 from contextlib import ExitStack, contextmanager
@@ -84,9 +84,11 @@ def choose_keras_backend() -> bool:
     return True
 
 
-#: Keras 3's backends, and the one it runs on where nothing names another
+#: Keras 3's backends that run recurrent layers on a GPU, and the one it runs on where nothing names another
 KERAS_BACKENDS = ("tensorflow", "torch", "jax")
 KERAS_DEFAULT = "tensorflow"
+#: every backend Keras 3 can import (keras/src/backend/__init__.py): any other name fails at `import keras`
+KERAS_ALL_BACKENDS = (*KERAS_BACKENDS, "numpy", "openvino")
 
 
 class UserBackend(NamedTuple):
@@ -104,7 +106,7 @@ def user_backend(environ: Mapping[str, str] | None = None) -> UserBackend:
     environ = os.environ if environ is None else environ
     if environ is os.environ and (keras := sys.modules.get("keras")) is not None:
         return UserBackend(keras.backend.backend(), "the Keras imported in this process")
-    if backend := environ.get("KERAS_BACKEND"):
+    if backend := environ.get("KERAS_BACKEND"):  # Keras ignores it when empty
         return UserBackend(backend, f"KERAS_BACKEND={backend}")
     if "KERAS_HOME" in environ:
         home = Path(environ["KERAS_HOME"])
@@ -114,10 +116,10 @@ def user_backend(environ: Mapping[str, str] | None = None) -> UserBackend:
     config = home.expanduser() / "keras.json"
     try:
         backend = json.loads(config.read_text()).get("backend")
-    except (OSError, ValueError, AttributeError):
+    except (OSError, ValueError, AttributeError):  # Keras reads a missing or broken file as an empty one
         backend = None
-    if backend:
-        return UserBackend(backend, f"{config}")
+    if backend is not None:  # even "": Keras takes the key as it is, and then cannot import a backend
+        return UserBackend(str(backend), f"backend in {config}")
     return UserBackend(KERAS_DEFAULT, "Keras's default (no KERAS_BACKEND, no backend in keras.json)")
 
 

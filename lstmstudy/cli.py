@@ -283,12 +283,13 @@ def glued_markdown(page: Path, names: Collection[str]) -> dict[str, str]:
 
 #: what `lstmstudy explain` exits with: a gate a CI step can read
 EXPLAIN_FUSED, EXPLAIN_FALLS_BACK, EXPLAIN_UNREADABLE = 0, 1, 2
-#: the saved models a folder given to `lstmstudy explain` holds
-MODEL_SUFFIXES = (".keras", ".h5")
+#: the saved models a folder given to `lstmstudy explain` holds (.hdf5: what Keras 2's ModelCheckpoint examples wrote)
+MODEL_SUFFIXES = (".keras", ".h5", ".hdf5")
 #: what Keras 3's `model.save_weights` writes: named like a model, holding none
 WEIGHTS_SUFFIXES = (".weights.h5", ".weights.json")
 #: why a file is skipped: its name says it holds weights, or, in a folder, it is no saved model
-WEIGHTS_FILE, NOT_A_MODEL = "weights only, no model: what model.save_weights writes", "not a saved .keras or .h5 model"
+WEIGHTS_FILE = "weights only, no model: what model.save_weights writes"
+NOT_A_MODEL = "not a saved .keras, .h5 or .hdf5 model"
 
 
 #: what `lstmstudy explain --help` says beyond its options: the words of the answer, defined for a CI log's reader
@@ -346,7 +347,7 @@ def explain_targets(paths: list[Path]) -> Targets:
         skipped.update({p: WEIGHTS_FILE if p.name.endswith(WEIGHTS_SUFFIXES) else NOT_A_MODEL
                         for p in files if p not in found})
         if not found:
-            skipped[path] = f"a folder holding no saved Keras model ({' or '.join(MODEL_SUFFIXES)})"
+            skipped[path] = "a folder holding no saved Keras model (.keras, .h5 or .hdf5)"
     return Targets(models, skipped)
 
 
@@ -539,14 +540,14 @@ def parser() -> argparse.ArgumentParser:
     rep.add_argument("--pages-out", type=Path, default=None, help=argparse.SUPPRESS)
     rep.set_defaults(func=cmd_reproduce)
 
-    exp = sub.add_parser("explain", help="say which recurrent layers of saved Keras models (.keras or .h5 files, or "
-                                         "folders of them) would miss cuDNN on a GPU on your Keras backend, why, "
-                                         "the fix, and the slowdown claim 1 measured",
+    exp = sub.add_parser("explain", help="say which recurrent layers of saved Keras models (.keras, .h5 or .hdf5 "
+                                         "files, or folders of them) would miss cuDNN on a GPU on your Keras "
+                                         "backend, why, the fix, and the slowdown claim 1 measured",
                          description=EXPLAIN_HELP, formatter_class=argparse.RawDescriptionHelpFormatter)
     exp.add_argument("paths", type=Path, nargs="*", metavar="PATH",
-                     help="models saved with model.save('....keras') (or .h5), or folders of them (weights files are "
-                          "skipped); exit status 0 when every recurrent layer gets cuDNN's fused kernel, 1 when any "
-                          "falls back, 2 when a file cannot be read or a custom class in it cannot be told")
+                     help="models saved with model.save('....keras') (or .h5, .hdf5), or folders of them (weights "
+                          "files are skipped); exit status 0 when every recurrent layer gets cuDNN's fused kernel, 1 "
+                          "when any falls back, 2 when a file cannot be read or a custom class in it cannot be told")
     exp.add_argument("--custom-objects", action="append", default=[], metavar="MODULE",
                      help="import MODULE (a module name or a .py file) that defines the model's custom classes, and "
                           "load the model through Keras (seconds: it imports Keras and its backend); may be repeated")

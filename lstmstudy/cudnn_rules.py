@@ -14,7 +14,8 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from importlib import metadata
 
-from lstmstudy.observe import keras_loop
+from lstmstudy.backends import KERAS_BACKENDS
+from lstmstudy.observe import MEANING, keras_loop
 
 #: the Keras recurrent layers with a cuDNN path (`inner_loop` tries `backend.lstm`/`backend.gru`)
 FUSED_LAYERS = ("LSTM", "GRU")
@@ -29,6 +30,12 @@ JAX_CUDNN_SINCE = (3, 14)
 #: the first Keras whose jax backend runs a GRU as its own `lax.scan` (reset_after, no unroll, no mask), whatever its
 #: activations and bias, instead of declining it
 JAX_GRU_SCAN_SINCE = (3, 15)
+#: what sends a GRU from jax's own scan to Keras's loop (`keras.src.backend.jax.rnn.gru` declines it, or `inner_loop`
+#: never asks); the same codes make `use_cudnn=True` raise there, except use_cudnn=False, which never asks
+JAX_GRU_SCAN_DECLINES = ("use_cudnn", "recurrent_dropout", "reset_after", "unroll", "mask_jax_backend")
+#: the only dtype jax's cuDNN LSTM takes: `jax.experimental.rnn` lists other dtypes as to do, and jaxlib's cuDNN
+#: lowering (`jaxlib/gpu_rnn.py`) raises "Unknown output type" for float16 and bfloat16
+JAX_CUDNN_DTYPE = "float32"
 
 #: the reasons that only say the layer is not on a GPU: on a machine without one, the warning is about a GPU
 LACKS_GPU = {"no_gpu", "not_on_gpu"}
@@ -101,6 +108,9 @@ TRIGGER_TABLE: tuple[Trigger, ...] = (
                                 "the tensorflow backend", words="a mask on Keras's jax backend"),
     Trigger("jax_gru", "use an LSTM, or run the GRU on Keras's tensorflow or torch backend",
             words="a GRU on Keras's jax backend"),
+    Trigger("jax_dtype", "on Keras's jax backend, compute the LSTM in float32 (dtype='float32' on the layer, under "
+                         "any global policy), or use the tensorflow or torch backend for mixed precision",
+            words="a 16-bit LSTM on Keras's jax backend"),
     Trigger("keras_jax_no_cudnn", f"upgrade Keras to {'.'.join(map(str, JAX_CUDNN_SINCE))} or later",
             words="a Keras whose jax backend has no cuDNN path"),
     Trigger("layer_type", "use the fused layer of the same cell (keras.layers.LSTM for LSTMCell, keras.layers.GRU "
@@ -224,8 +234,10 @@ def keras_layer_type_reason(layer_type: str, cell: str) -> Reason | None:
                                    f"no change of setting gives it one without changing what the model computes")
 
 
-#: the functions of each backend's own library that its `cudnn_ok` accepts as tanh and as sigmoid, besides Keras's
-NATIVE_ACTIVATIONS = {"tensorflow": ("tf.tanh", "tf.sigmoid"), "torch": ("torch.tanh", "torch.sigmoid"),
+#: the functions of each backend's own library that its `cudnn_ok` accepts as tanh and as sigmoid, besides Keras's,
+#: by their import paths (`kernels.criteria` imports them to compare by identity, as `cudnn_ok` does); jax's accepts
+#: no sigmoid of jax's own
+NATIVE_ACTIVATIONS = {"tensorflow": ("tensorflow.tanh", "tensorflow.sigmoid"), "torch": ("torch.tanh", "torch.sigmoid"),
                       "jax": ("jax.numpy.tanh", None)}
 
 
@@ -266,22 +278,35 @@ def _looks_like(named: str, wanted: str) -> bool:
 
 def keras_jax_reasons(layer: KerasRecurrent, keras_version: str | None) -> list[Reason]:
     """What keeps a layer off cuDNN on Keras's jax backend beyond the settings every backend checks: a Keras older
-    than `JAX_CUDNN_SINCE` has no cuDNN path there, and jax has no cuDNN GRU (Keras 3.15 runs a GRU as its own
-    `lax.scan`). `keras_version` is the installed Keras's; None (not installed) is taken as a current one."""
-    release = _release(keras_version)
-    if release and release < JAX_CUDNN_SINCE:
+    than `JAX_CUDNN_SINCE` has no cuDNN path there, jax has no cuDNN GRU (Keras 3.15 runs a GRU as its own
+    `lax.scan`), and its cuDNN LSTM takes float32 only. `keras_version` is the installed Keras's (`keras_since`)."""
+    if not keras_since(keras_version, JAX_CUDNN_SINCE):
         since = ".".join(map(str, JAX_CUDNN_SINCE))
         return [Reason("keras_jax_no_cudnn", f"Keras {keras_version} has no cuDNN path on its jax backend (Keras "
                                              f"{since} added one, for LSTM): every LSTM and GRU runs its own loop")]
     if layer.layer_type == "GRU":
         return [Reason("jax_gru", "a GRU on Keras's jax backend: jax has a cuDNN LSTM (jax.experimental.rnn) but no "
                                   "GRU, so Keras runs the GRU as a loop XLA compiles")]
+    if layer.compute_dtype != JAX_CUDNN_DTYPE:
+        return [Reason("jax_dtype", f"the layer computes in {layer.compute_dtype}: jax's cuDNN LSTM takes "
+                                    f"{JAX_CUDNN_DTYPE} only (jaxlib's cuDNN lowering raises 'Unknown output type "
+                                    f"{layer.compute_dtype}'), so an eager call falls back to Keras's loop, and in a "
+                                    f"jitted step (fit, predict) the error comes while compiling, outside Keras's "
+                                    f"fallback, and the step fails (read from jaxlib's code, not yet run on a GPU)")]
     return []
 
 
-def _release(version: str | None) -> tuple[int, ...]:
-    """(3, 15) for '3.15.1'; () for None."""
-    return tuple(int(part) for part in version.split(".")[:2] if part.isdigit()) if version else ()
+def keras_since(version: str | None, since: tuple[int, int]) -> bool:
+    """Whether the Keras of `version` ('3.15.1') is release `since` or later. None (no Keras installed, as where
+    `lstmstudy explain` reads a config) is taken as a current Keras: the rules of the newest one are the answer."""
+    release = tuple(int(part) for part in version.split(".")[:2] if part.isdigit()) if version else ()
+    return not release or release >= since
+
+
+def runs_own_scan(backend: str, layer_type: str, keras_version: str | None) -> bool:
+    """Whether the backend's recurrent function runs this layer type itself without cuDNN: jax's GRU scan (Keras
+    3.15+). It never calls the cell, so a watch that takes "the cell was not called" for cuDNN must ask this."""
+    return backend == "jax" and layer_type == "GRU" and keras_since(keras_version, JAX_GRU_SCAN_SINCE)
 
 
 def installed_keras() -> str | None:
@@ -326,16 +351,18 @@ def explain_keras_layer(path: str, layer: KerasRecurrent, backend: str, *, maske
     type_reason = keras_layer_type_reason(layer.layer_type, layer.cell)
     blocked = [type_reason] if type_reason else keras_config_reasons(layer, backend) + mask
     version = installed_keras() if backend == "jax" else None
+    scan = not type_reason and runs_own_scan(backend, layer.layer_type, version)
     if backend == "jax" and not type_reason:
         blocked = keras_jax_reasons(layer, version) + blocked
+    if scan:  # no setting brings cuDNN: say only what sends the GRU from jax's scan to Keras's loop
+        blocked = [r for r in blocked if r.code == "jax_gru" or r.code in JAX_GRU_SCAN_DECLINES]
     notes = [note] if (note := keras_dropout_bug_note(layer)) else []
     if backend in ("tensorflow", "jax"):
         reasons = blocked + machine
         kernel = "cudnn" if not reasons else keras_loop(backend, layer.unroll)
         raises = bool(reasons)  # the backend's NotImplementedError becomes a ValueError under use_cudnn=True
-        if backend == "jax" and layer.layer_type == "GRU" and not _release(version) < JAX_GRU_SCAN_SINCE:
-            # jax's own GRU scan returns whatever the activations and bias: only these make its backend decline
-            raises = any(r.code in ("recurrent_dropout", "reset_after", "unroll", "mask_jax_backend") for r in reasons)
+        if scan:  # jax's own GRU scan returns whatever the activations and bias: only these make it decline
+            raises = any(r.code in JAX_GRU_SCAN_DECLINES for r in reasons)
     else:
         reasons = blocked + machine + ([] if blocked or machine else torch_rules())
         kernel = "cudnn" if not reasons else ("aten-loop" if not blocked and not machine
@@ -350,3 +377,25 @@ def explain_keras_layer(path: str, layer: KerasRecurrent, backend: str, *, maske
                             if raises else f"use_cudnn=True: the {backend} backend still falls back silently here"))
     return Explanation(layer=path, framework=f"keras/{backend}", kernel=kernel, fused_eligible=kernel == "cudnn",
                        reasons=tuple(reasons), notes=tuple(notes), masked=masked)
+
+
+def explain_on_gpu(path: str, layer: KerasRecurrent, backend: str, *, masked: bool) -> Explanation:
+    """Keras's decision for one layer on `backend`, on a machine with a CUDA GPU and cuDNN, where a mask's values are
+    not known: on TensorFlow they would decide, and are taken as right-padded; on torch and jax any mask blocks."""
+    mask = [MASK_BLOCKS[backend]] if masked and backend in MASK_BLOCKS else []
+    return explain_keras_layer(path, layer, backend, masked=masked, mask=mask, machine=[],
+                               torch_rules=lambda: [r] if (r := torch_cudnn_dtype_reason(layer.compute_dtype)) else [])
+
+
+def other_backend_notes(layer: KerasRecurrent, backend: str, here: Explanation) -> list[Reason]:
+    """What each of Keras's other backends would run for the same layer on a GPU, where it differs from `here` (the
+    layer on `backend`, on a GPU): the one home of this note, for a layer read from a config or loaded through Keras
+    (whose activations were judged as `backend` judges them)."""
+    notes = []
+    for other in (b for b in KERAS_BACKENDS if b != backend):
+        there = explain_on_gpu(here.layer, layer, other, masked=here.masked)
+        if there.fused_eligible != here.fused_eligible:
+            why = f": {'; '.join(r.message for r in there.reasons)}" if there.reasons else ""
+            notes.append(Reason("other_backend",
+                                f"on Keras's {other} backend it would run {MEANING[there.kernel]}{why}"))
+    return notes

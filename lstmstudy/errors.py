@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import json
+import nturl2path
+import os
 import re
 from importlib import metadata
 from urllib.parse import unquote, urlparse
@@ -72,10 +74,11 @@ class MissingDependency(StudyError):
         self.module, self.extra = module, extra
 
 
-def install_command(extra: str) -> str:
+def install_command(extra: str, *, windows: bool = os.name == "nt") -> str:
     """The command that adds `extra` to this lstmstudy: from the wheel or the folder pip installed it from, which pip
     recorded (PEP 610's direct_url.json). lstmstudy is on no package index, so `pip install lstmstudy[...]` would
-    fetch another project's package of that name, if any: without a record, the command says what to name."""
+    fetch another project's package of that name, if any: without a record, the command says what to name. On
+    `windows` the path is a Windows path (C:\\...) in double quotes, which cmd.exe and PowerShell both read."""
     # the first installation with a record: a checkout's own lstmstudy.egg-info, first on the path there, has none
     texts = (dist.read_text("direct_url.json") for dist in metadata.distributions(name="lstmstudy"))
     try:
@@ -83,11 +86,13 @@ def install_command(extra: str) -> str:
     except ValueError:
         recorded = {}
     url = recorded.get("url", "")
+    quote = '"' if windows else "'"
     if not url.startswith("file://"):
-        return (f"pip install '<the lstmstudy wheel or checkout you installed>[{extra}]' (lstmstudy is on no "
-                f"package index)")
+        return (f"pip install {quote}<the lstmstudy wheel or checkout you installed>[{extra}]{quote} (lstmstudy is "
+                f"on no package index)")
     editable = "-e " if recorded.get("dir_info", {}).get("editable") else ""
-    return f"pip install {editable}'{unquote(urlparse(url).path)}[{extra}]'"
+    path = (nturl2path.url2pathname if windows else unquote)(urlparse(url).path)
+    return f"pip install {editable}{quote}{path}[{extra}]{quote}"
 
 
 #: import names whose distribution is named otherwise (the others are named as they are imported)

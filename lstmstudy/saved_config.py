@@ -25,9 +25,9 @@ from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from lstmstudy.backends import KERAS_BACKENDS, UserBackend, user_backend
-from lstmstudy.cudnn_rules import (MASK_BLOCKS, Explanation, KerasRecurrent, Reason, explain_keras_layer,
-                                   right_padded_only_note, torch_cudnn_dtype_reason)
+from lstmstudy.backends import KERAS_ALL_BACKENDS, KERAS_BACKENDS, UserBackend, user_backend
+from lstmstudy.cudnn_rules import (MASK_BLOCKS, Explanation, KerasRecurrent, Reason, explain_on_gpu,
+                                   other_backend_notes, right_padded_only_note)
 from lstmstudy.errors import NoRecurrentLayers, StudyError, WeightsOnly
 from lstmstudy.findings import Finding, measured_cost
 
@@ -338,35 +338,18 @@ def _compute_dtype(policy) -> str:
 
 
 def explain_found(found: Found, backend: str) -> Explanation:
-    """Keras's decision for one layer on `backend`, explained for a machine with a CUDA GPU and cuDNN."""
-    layer = settings(found)
-    if found.masked is None or not found.masked:
-        mask = []
-    else:  # TensorFlow: decided by the mask's values (right-padded), which a config does not hold
-        mask = [MASK_BLOCKS[backend]] if backend in MASK_BLOCKS else []
-    dtype = layer.compute_dtype
-    return explain_keras_layer(found.path, layer, backend, masked=bool(found.masked), mask=mask, machine=[],
-                               torch_rules=lambda: [r] if (r := torch_cudnn_dtype_reason(dtype)) else [])
-
-
-def other_backend_notes(found: Found, backend: str, explanation: Explanation) -> list[Reason]:
-    """What each of Keras's other backends does with the same layer, where it differs from `backend`."""
-    from lstmstudy.observe import MEANING
-
-    notes = []
-    for other in (b for b in KERAS_BACKENDS if b != backend):
-        there = explain_found(found, other)
-        if there.fused_eligible != explanation.fused_eligible:
-            why = f": {'; '.join(r.message for r in there.reasons)}" if there.reasons else ""
-            notes.append(Reason("other_backend",
-                                f"on Keras's {other} backend it would run {MEANING[there.kernel]}{why}"))
-    return notes
+    """Keras's decision for one layer on `backend`, explained for a machine with a CUDA GPU and cuDNN; a mask that
+    may reach it (`masked` None) is taken as none."""
+    return explain_on_gpu(found.path, settings(found), backend, masked=bool(found.masked))
 
 
 def checked_backend(backend: UserBackend | str | None = None) -> UserBackend:
     """`backend` (a name, or by default the one the user's Keras would use, `backends.user_backend`), refused in one
     line where it is none of the three Keras backends that can run on a GPU."""
     backend = UserBackend(backend, "given") if isinstance(backend, str) else backend or user_backend()
+    if backend.name not in KERAS_ALL_BACKENDS:  # Keras itself would fail at import ("JAX", "")
+        raise StudyError(f"Keras has no backend named {backend.name!r} ({backend.chosen_by}): its backends are "
+                         f"{', '.join(KERAS_ALL_BACKENDS[:-1])} and {KERAS_ALL_BACKENDS[-1]}, in lower case")
     if backend.name not in KERAS_BACKENDS:
         raise StudyError(f"Keras's {backend.name} backend ({backend.chosen_by}) runs no recurrent layer on a GPU: "
                          f"set KERAS_BACKEND to {', '.join(KERAS_BACKENDS[:-1])} or {KERAS_BACKENDS[-1]}")
@@ -413,7 +396,7 @@ def _finding(found: Found, backend: str, batch: int | None, results_root: Path |
     if found.layer_type in KERAS2_CUDNN:
         return keras2_cudnn_finding(found)
     explanation = explain_found(found, backend)
-    notes = explanation.notes + tuple(other_backend_notes(found, backend, explanation))
+    notes = explanation.notes + tuple(other_backend_notes(settings(found), backend, explanation))
     if found.masked is None:
         reason = Reason("mask_unknown", "cannot tell from the config whether a mask reaches this layer (a class "
                                         "upstream passes or makes masks in its own code)")

@@ -35,20 +35,20 @@ import zipfile
 from collections.abc import Callable, Iterable
 from dataclasses import replace
 from pathlib import Path
-
 from typing import TYPE_CHECKING
 
 import numpy as np
 
 from lstmstudy import observe
 from lstmstudy.backends import keras_private, user_backend
-from lstmstudy.cudnn_rules import Reason, right_padded_only_note
+from lstmstudy.cudnn_rules import Reason, installed_keras, other_backend_notes, right_padded_only_note, runs_own_scan
 from lstmstudy.errors import NoRecurrentLayers, StudyError
 from lstmstudy.findings import Finding, finding, measured_cost
-from lstmstudy.kernels.criteria import explain_cudnn, recurrent_layers
+from lstmstudy.kernels.criteria import explain_cudnn, keras_settings, recurrent_layers
 
 if TYPE_CHECKING:  # torch is imported where a torch module is watched: Keras on TensorFlow or jax runs without it
     from torch import nn
+
 
 class FallbackWarning(UserWarning):
     """A recurrent layer did not get (or on a GPU would not get) the fused cuDNN kernel; `finding` says why.
@@ -195,8 +195,9 @@ class Watch:
 
     def _keras_finding(self, keras, path: str, layer, ran: str | None, mask, batch, training) -> Finding | None:
         backend = keras.backend.backend()
-        if ran is None and backend == "jax" and isinstance(layer, keras.layers.GRU):
-            ran = observe.keras_loop(backend, layer.unroll)  # jax's own GRU scan returned: jax has no cuDNN GRU
+        kind = "GRU" if isinstance(layer, keras.layers.GRU) else type(layer).__name__
+        if ran is None and runs_own_scan(backend, kind, installed_keras()):
+            ran = observe.keras_loop(backend, layer.unroll)  # the backend's own loop returned, not cuDNN
         if ran is None and backend != "torch":
             return None  # Keras's own cuDNN path returned: cuDNN ran (on torch, PyTorch's rules decide next)
         here, gpu = explain_cudnn(layer, mask=mask), explain_cudnn(layer, mask=mask, device="cuda")
@@ -384,7 +385,8 @@ def explain_saved_model(path: Path, *, results_root: Path | None = None) -> list
         cost = None if explanation.fused_eligible else measured_cost(
             explanation.codes, layer_type=layer_type, batch=batch, hidden=getattr(layer.cell, "units", None),
             framework=explanation.framework, root=results_root)
-        notes = explanation.notes
+        notes = explanation.notes + tuple(other_backend_notes(keras_settings(keras, backend, layer), backend,
+                                                              explanation))
         if masked and inputs is None:
             notes += (Reason("mask_unknown", f"{masked} makes a mask, but this model has no symbolic inputs to call "
                                              f"it with: whether the mask reaches this layer is not checked"),)

@@ -101,12 +101,37 @@ def ledger_table(request, tmp_path_factory):
 
 #: what `lstmstudy measure` must never import: a GPU node has none of them
 NOT_ON_A_GPU_NODE = ("papermill", "nbformat", "IPython", "myst_nb", "jupyter_book", "tensorflow")
-BLOCKER = """
-import sys
+_IMPORT_BLOCKER = """
+import importlib.abc, importlib.machinery, sys
 
 # None in sys.modules: `import x` fails and importlib.util.find_spec("x") is None, as if x were not installed
-sys.modules.update(dict.fromkeys({blocked!r}))
+sys.modules.update(dict.fromkeys({missing!r}))
+
+
+class _Refuse(importlib.abc.Loader):
+    def create_module(self, spec):
+        raise ModuleNotFoundError(f"No module named {{spec.name!r}} (blocked in this test)", name=spec.name)
+
+    def exec_module(self, module):
+        pass
+
+
+class _Refused(importlib.abc.MetaPathFinder):
+    def find_spec(self, name, path=None, target=None):
+        refused = name.split(".")[0] in {refused!r}
+        return importlib.machinery.ModuleSpec(name, _Refuse()) if refused else None
+
+
+sys.meta_path.insert(0, _Refused())
 """
+
+
+def import_blocker(*, missing: tuple[str, ...] = (), refused: tuple[str, ...] = ()) -> str:
+    """Python source to run first in a child process (`-c`, or as its sitecustomize.py), the one blocker of every
+    child that needs one: the `missing` packages look not installed (`import` fails, `find_spec` finds nothing);
+    the `refused` ones are found but fail at import, as a broken install does, which a probe that only looks
+    (Keras's `Bidirectional` asks `find_spec` for TensorFlow) takes as present."""
+    return _IMPORT_BLOCKER.format(missing=set(missing), refused=set(refused))
 
 
 def quick_claims() -> list[str]:
@@ -136,7 +161,7 @@ def quick_measurement(request, tmp_path_factory) -> QuickMeasurement:
 
     def measure() -> QuickMeasurement:
         site = tmp_path_factory.mktemp("site")
-        (site / "sitecustomize.py").write_text(BLOCKER.format(blocked=set(NOT_ON_A_GPU_NODE)))
+        (site / "sitecustomize.py").write_text(import_blocker(missing=NOT_ON_A_GPU_NODE))
         root = tmp_path_factory.mktemp("measured") / "results"
         env = {k: v for k, v in os.environ.items() if k not in ("KERAS_BACKEND", "LSTMSTUDY_KERAS_BACKEND_CHOSEN")}
         env["PYTHONPATH"] = os.pathsep.join([str(site), env.get("PYTHONPATH", "")]).rstrip(os.pathsep)

@@ -11,18 +11,13 @@ from pathlib import Path
 
 import pytest
 import yaml
+from conftest import import_blocker
 
 from lstmstudy.cli import parser
 
 ROOT = Path(__file__).resolve().parents[1]
 #: run `lstmstudy explain` in a process where the frameworks (and h5py, which only .h5 files need) cannot be imported
-BLOCKED = """
-import importlib.abc, sys
-class Block(importlib.abc.MetaPathFinder):
-    def find_spec(self, name, path=None, target=None):
-        if name.split(".")[0] in ("torch", "tensorflow", "keras", "jax", "h5py"):
-            raise ModuleNotFoundError(f"blocked: {name}", name=name)
-sys.meta_path.insert(0, Block())
+BLOCKED = import_blocker(missing=("torch", "tensorflow", "keras", "jax", "h5py")) + """
 from lstmstudy.cli import main
 sys.exit(main(["explain", *sys.argv[1:]]))
 """

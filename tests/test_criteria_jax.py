@@ -4,7 +4,9 @@ TensorFlow (tests/test_criteria.py) and torch.
 On this CPU-only machine Keras on jax never reaches cuDNN, so its decision is observed by spying, in one child
 process with `KERAS_BACKEND=jax` (a process has one Keras backend): jax's GPU check is made to answer yes and
 `jax.experimental.rnn.lstm` (cuDNN's RNN) is replaced by a recorder returning correctly shaped outputs. Everything
-else is Keras's real code, so a layer "uses cuDNN" exactly when the recorder is called. The watch runs there too,
+else is Keras's real code, so a layer "uses cuDNN" exactly when the recorder is called and returns. The recorder
+refuses what jaxlib's cuDNN lowering refuses (any dtype but float32, with its ValueError), as an eager call meets
+it. The watch runs there too,
 unspied, where jax has no GPU.
 """
 
@@ -34,6 +36,8 @@ CHILD = textwrap.dedent("""
 
     def recorder(x, h_0, c_0, weights, seq_lengths, *, input_size, hidden_size, num_layers, dropout, bidirectional,
                  **_):
+        if x.dtype != jnp.float32:  # jaxlib/gpu_rnn.py's _rnn_fwd_lowering
+            raise ValueError(f"Unknown output type {x.dtype}")
         calls.append(bidirectional)
         y = jnp.zeros(x.shape[:2] + ((2 if bidirectional else 1) * hidden_size,), x.dtype)
         return y, h_0, c_0
@@ -45,8 +49,11 @@ CHILD = textwrap.dedent("""
             {"recurrent_activation": "hard_sigmoid"}, "unroll": {"unroll": True}, "no bias": {"use_bias": False},
             "recurrent_dropout": {"recurrent_dropout": 0.2}, "dropout": {"dropout": 0.3},
             "use_cudnn=False": {"use_cudnn": False}, "use_cudnn=True": {"use_cudnn": True},
-            "relu, use_cudnn=True": {"activation": "relu", "use_cudnn": True}}
-    GRU = {"default": {}, "relu": {"activation": "relu"}, "reset_after=False": {"reset_after": False},
+            "relu, use_cudnn=True": {"activation": "relu", "use_cudnn": True},
+            "mixed_float16": {"dtype": "mixed_float16"}, "mixed_bfloat16": {"dtype": "mixed_bfloat16"},
+            "mixed_float16, use_cudnn=True": {"dtype": "mixed_float16", "use_cudnn": True}}
+    GRU = {"default": {}, "relu": {"activation": "relu"}, "no bias": {"use_bias": False},
+           "reset_after=False": {"reset_after": False},
            "use_cudnn=True": {"use_cudnn": True}, "unroll, use_cudnn=True": {"unroll": True, "use_cudnn": True}}
     x = np.ones((2, 3, 5), "float32")
     right_padded = np.array([[1, 1, 0], [1, 0, 0]], bool)
@@ -119,6 +126,12 @@ def test_every_lstm_and_gru_setting_is_decided_as_keras_decides_on_jax(on_jax):
     assert spied["LSTM right-padded mask"]["codes"] == ["mask_jax_backend"]
     assert spied["GRU default"]["codes"] == ["jax_gru"] and spied["GRU default"]["keras"] == [False, False]
     assert spied["GRU unroll, use_cudnn=True"]["keras"] == [False, True]
+    # jax's cuDNN LSTM is float32 only: mixed precision is Keras's loop (and a ValueError under use_cudnn=True)
+    assert spied["LSTM mixed_float16"]["codes"] == spied["LSTM mixed_bfloat16"]["codes"] == ["jax_dtype"]
+    assert spied["LSTM mixed_float16, use_cudnn=True"]["keras"] == [False, True]
+    # no setting brings a GRU cuDNN on jax: only what moves it from jax's scan to Keras's loop is named besides
+    assert spied["GRU relu"]["codes"] == spied["GRU no bias"]["codes"] == ["jax_gru"]
+    assert spied["GRU reset_after=False"]["codes"] == ["jax_gru", "reset_after"]
 
 
 def test_a_bidirectional_lstm_is_one_fused_call_and_both_directions_are_explained_fused(on_jax):

@@ -65,13 +65,16 @@ def kept(tmp_path) -> Path:
     _h5(folder / "fast.weights.h5", None)
     (folder / "old" / "fast.weights.json").write_text("{}")
     _h5(folder / "old" / "weights_only.h5", None)  # Keras 2's save_weights named it like a model
+    keras2 = [{"class_name": "LSTM", "config": {"name": "lstm_1", "units": 4, "activation": "relu"}}]
+    _h5(folder / "old" / "best.hdf5", {"class_name": "Sequential", "config": {"name": "s", "layers": keras2}})
     (folder / "README.md").write_text("# models\n")
     return folder
 
 
 def test_weights_and_other_files_are_skipped_with_one_note(kept, capfd):
     done = _explain(capfd, str(kept))
-    assert done.returncode == 0 and "fast.keras: 1 recurrent layer(s)" in done.stdout
+    assert done.returncode == 1 and "fast.keras: 1 recurrent layer(s)" in done.stdout
+    assert "best.hdf5: 1 recurrent layer(s)" in done.stdout  # Keras 2's ModelCheckpoint(...hdf5): a model, read
     assert done.stderr.count("\n") == 1 and done.stderr.startswith("note: skipped ")
     for name in ("fast.weights.h5", "fast.weights.json", "weights_only.h5"):
         assert name in done.stderr
@@ -80,7 +83,7 @@ def test_weights_and_other_files_are_skipped_with_one_note(kept, capfd):
     weights = "weights only, no model"
     assert {Path(s["path"]).name: s["why"].split(":")[0] for s in answer["skipped"]} == {
         "fast.weights.h5": weights, "fast.weights.json": weights, "weights_only.h5": "weights only",
-        "README.md": "not a saved .keras or .h5 model"}
+        "README.md": "not a saved .keras, .h5 or .hdf5 model"}
 
 
 def test_a_weights_file_given_by_name_is_skipped_not_refused(kept, capfd):
@@ -94,7 +97,7 @@ def test_a_folder_with_no_model_says_so_in_one_line(tmp_path, capfd):
     (tmp_path / "empty" / "notes.txt").write_text("no model here\n")
     done = _explain(capfd, str(tmp_path / "empty"))
     assert (done.returncode, done.stdout) == (0, "") and done.stderr.count("\n") == 1
-    assert "holding no saved Keras model (.keras or .h5)" in done.stderr and "is not a file" not in done.stderr
+    assert "holding no saved Keras model (.keras, .h5 or .hdf5)" in done.stderr and "is not a file" not in done.stderr
 
 
 def test_keras_2_cudnn_layers_are_named_as_such(tmp_path, capfd):
@@ -145,7 +148,7 @@ def test_json_has_one_shape_for_any_number_of_files(kept, tmp_path, capfd):
     both = json.loads(many.stdout)
     assert set(one) == set(both) == {"explained_for", "keras_backend", "exit_status", "models", "skipped"}
     assert (one["exit_status"], both["exit_status"], many.returncode) == (1, 1, 1)
-    assert [Path(m["model"]).name for m in both["models"]] == ["relu.keras", "fast.keras"]
+    assert [Path(m["model"]).name for m in both["models"]] == ["relu.keras", "fast.keras", "best.hdf5"]
     assert "--json prints one object" in cli.EXPLAIN_HELP
 
 
@@ -167,7 +170,8 @@ def test_the_hook_leaves_weights_files_out():
     def picked(name: str) -> bool:  # pre-commit's own rule: `files` matches and `exclude` does not
         return bool(files.search(name)) and not exclude.search(name)
 
-    assert all(picked(name) for name in ("model.keras", "models/old.h5", "a/weights_model.h5"))
+    assert all(picked(name) for name in ("model.keras", "models/old.h5", "a/weights_model.h5",
+                                             "checkpoints/best.hdf5"))
     assert not any(picked(name) for name in ("m.weights.h5", "a/b.weights.h5", "m.weights.json", "m.keras.bak"))
 
 

@@ -9,11 +9,11 @@ import json
 import os
 import subprocess
 import sys
-import textwrap
 import zipfile
 from pathlib import Path
 
 import pytest
+from conftest import import_blocker
 
 from lstmstudy.backends import KERAS_DEFAULT, user_backend
 
@@ -39,7 +39,7 @@ def masked_model(tmp_path_factory) -> Path:
 def test_keras_backend_wins_then_keras_json_then_keras_default(tmp_path):
     (tmp_path / "keras.json").write_text(json.dumps({"backend": "jax", "floatx": "float32"}))
     assert user_backend({"KERAS_BACKEND": "torch", "KERAS_HOME": str(tmp_path)}) == ("torch", "KERAS_BACKEND=torch")
-    assert user_backend({"KERAS_HOME": str(tmp_path)}) == ("jax", str(tmp_path / "keras.json"))
+    assert user_backend({"KERAS_HOME": str(tmp_path)}) == ("jax", f"backend in {tmp_path / 'keras.json'}")
     home = tmp_path / "home"
     (home / ".keras").mkdir(parents=True)
     (home / ".keras" / "keras.json").write_text('{"backend": "torch"}')
@@ -85,25 +85,14 @@ def test_each_backend_is_explained_and_named_with_what_chose_it(masked_model, tm
 def test_keras_json_chooses_where_keras_backend_is_unset(masked_model, tmp_path):
     (tmp_path / "keras.json").write_text(json.dumps({"backend": "jax"}))
     code, answer, _ = _explain(masked_model, tmp_path)
-    assert answer["keras_backend"] == {"name": "jax", "chosen_by": str(tmp_path / "keras.json")} and code == 1
-
-
-BLOCK_TENSORFLOW = textwrap.dedent("""
-    import importlib.abc, sys
-
-    class Block(importlib.abc.MetaPathFinder):
-        def find_spec(self, name, path=None, target=None):
-            if name.split(".")[0] == "tensorflow":
-                raise ModuleNotFoundError("tensorflow is blocked in this test", name=name)
-
-    sys.meta_path.insert(0, Block())
-""")
+    assert answer["keras_backend"] == {"name": "jax", "chosen_by": f"backend in {tmp_path / 'keras.json'}"}
+    assert code == 1
 
 
 def test_a_missing_tensorflow_does_not_move_the_answer_to_torch(masked_model, tmp_path):
     """Pre-commit's own environment has no TensorFlow: a TensorFlow user's masked model still gets the TensorFlow
     answer (cuDNN for right-padded masks), not the torch backend's refusal of any mask."""
-    code, answer, stderr = _explain(masked_model, tmp_path, prelude=BLOCK_TENSORFLOW)
+    code, answer, stderr = _explain(masked_model, tmp_path, prelude=import_blocker(missing=("tensorflow",)))
     assert answer["keras_backend"]["name"] == "tensorflow" and "default" in answer["keras_backend"]["chosen_by"]
     assert code == 0 and "torch backend" not in stderr
 
@@ -126,6 +115,20 @@ def test_a_backend_that_runs_nothing_on_a_gpu_is_one_line(masked_model, tmp_path
     assert "numpy backend (KERAS_BACKEND=numpy) runs no recurrent layer on a GPU" in done.stderr
 
 
+@pytest.mark.parametrize(("env", "keras_json", "said"), [
+    ({"KERAS_BACKEND": "JAX"}, None, "Keras has no backend named 'JAX' (KERAS_BACKEND=JAX)"),
+    ({}, {"backend": ""}, "Keras has no backend named '' (backend in "),
+])
+def test_a_backend_name_keras_would_refuse_is_named_as_such(masked_model, tmp_path, env, keras_json, said):
+    """Keras takes the name as given (no lower-casing) and fails at import; so does the answer, in one line."""
+    if keras_json is not None:
+        (tmp_path / "keras.json").write_text(json.dumps(keras_json))
+    environ = {k: v for k, v in os.environ.items() if k != "KERAS_BACKEND"}
+    done = subprocess.run([sys.executable, "-m", "lstmstudy", "explain", str(masked_model)], capture_output=True,
+                          text=True, env={**environ, "KERAS_HOME": str(tmp_path), **env}, timeout=120, cwd=ROOT)
+    assert done.returncode == 2 and done.stderr.count("\n") == 1 and said in done.stderr, done.stderr
+
+
 def test_a_keras_before_3_14_has_no_cudnn_path_on_jax():
     """Keras added its jax cuDNN LSTM in 3.14 (keras/src/backend/jax/rnn.py of each release); jax has no cuDNN GRU."""
     from lstmstudy.cudnn_rules import KerasRecurrent, keras_jax_reasons
@@ -136,3 +139,15 @@ def test_a_keras_before_3_14_has_no_cudnn_path_on_jax():
     for version in ("3.14.0", "3.15.1", None):  # None: no Keras installed here, so a current one is assumed
         assert keras_jax_reasons(lstm, version) == []
         assert [r.code for r in keras_jax_reasons(gru, version)] == ["jax_gru"]
+        half = KerasRecurrent("LSTM", "LSTMCell", compute_dtype="float16")
+        assert [r.code for r in keras_jax_reasons(half, version)] == ["jax_dtype"]
+
+
+def test_an_unknown_keras_version_is_taken_as_current_by_every_rule():
+    from lstmstudy.cudnn_rules import JAX_CUDNN_SINCE, JAX_GRU_SCAN_SINCE, keras_since, runs_own_scan
+
+    assert keras_since(None, JAX_CUDNN_SINCE) and keras_since(None, JAX_GRU_SCAN_SINCE)
+    assert keras_since("3.14.0", JAX_CUDNN_SINCE) and not keras_since("3.14.0", JAX_GRU_SCAN_SINCE)
+    assert keras_since("3.15.1rc1", JAX_GRU_SCAN_SINCE) and not keras_since("3.9.2", JAX_CUDNN_SINCE)
+    assert runs_own_scan("jax", "GRU", None) and not runs_own_scan("jax", "GRU", "3.14.2")
+    assert not runs_own_scan("tensorflow", "GRU", None) and not runs_own_scan("jax", "LSTM", None)

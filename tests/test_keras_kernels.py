@@ -16,6 +16,7 @@ import textwrap
 import numpy as np
 import pytest
 import torch
+from conftest import import_blocker
 from torch import nn
 
 keras = pytest.importorskip("keras")
@@ -206,21 +207,8 @@ def test_explains_the_blog_posts_model():
 #: One fresh process with Keras on its torch backend and TensorFlow refused at import, as on a GPU node without
 #: it (the next two tests read its answer: a Keras import costs seconds). Keras's own `Bidirectional` probes for
 #: TensorFlow (and copes when it is missing), so the blocker makes an import fail rather than hiding the package.
-TORCH_BACKEND_CHILD = textwrap.dedent("""
-    import importlib.abc, importlib.machinery, json, sys
-
-    class Refuse(importlib.abc.Loader):
-        def create_module(self, spec):
-            raise ImportError(f"tensorflow is blocked in this test ({spec.name})")
-
-        def exec_module(self, module):
-            pass
-
-    class Block(importlib.abc.MetaPathFinder):
-        def find_spec(self, name, path, target=None):
-            return importlib.machinery.ModuleSpec(name, Refuse()) if name.split(".")[0] == "tensorflow" else None
-
-    sys.meta_path.insert(0, Block())
+TORCH_BACKEND_CHILD = import_blocker(refused=("tensorflow",)) + textwrap.dedent("""
+    import json
     from lstmstudy import kernels
     from lstmstudy.backends import keras_backend
     from lstmstudy.kernels import build, keras_kernels

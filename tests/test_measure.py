@@ -157,9 +157,9 @@ def test_the_gpu_tests_collect_on_a_node_without_the_notebook_stack(tmp_path):
     import sys
     from collections import Counter
 
-    from conftest import BLOCKER, NOT_ON_A_GPU_NODE, ROOT
+    from conftest import NOT_ON_A_GPU_NODE, ROOT, import_blocker
 
-    (tmp_path / "sitecustomize.py").write_text(BLOCKER.format(blocked=set(NOT_ON_A_GPU_NODE)))
+    (tmp_path / "sitecustomize.py").write_text(import_blocker(missing=NOT_ON_A_GPU_NODE))
     env = {**os.environ, "PYTHONPATH": str(tmp_path), "KERAS_BACKEND": "torch"}
     command = [sys.executable, "-m", "pytest", "--collect-only", "-q", "-m", "gpu", "-p", "no:cacheprovider"]
     done = subprocess.run(command, cwd=ROOT, env=env, capture_output=True, text=True, timeout=600)

@@ -43,8 +43,10 @@ def _models() -> dict[str, object]:
                                  L.Bidirectional(L.GRU(2, use_bias=False)), L.Dense(1)])
     conv = keras.Sequential([keras.Input((3, 6, 6, 1)), L.ConvLSTM2D(2, 3, return_sequences=True),
                              L.TimeDistributed(L.Flatten()), L.SimpleRNN(2)])
+    mixed = keras.Sequential([keras.Input((5, 3)), L.LSTM(4, dtype="mixed_float16", return_sequences=True),
+                              L.LSTM(2, dtype="mixed_bfloat16")])  # jax's cuDNN LSTM is float32 only
     return {"functional": functional, "sequential": sequential, "nested": nested, "unmasked": unmasked,
-            "conv": conv}
+            "conv": conv, "mixed": mixed}
 
 
 @pytest.fixture(scope="module")
@@ -58,20 +60,26 @@ def saved(tmp_path_factory) -> list[Path]:
     return paths
 
 
+def _named(saved: list[Path], name: str) -> Path:
+    return next(path for path in saved if path.name == name)
+
+
 def _summary(findings) -> list[tuple]:
+    """Each finding's kernel, reasons, whether it says right-padded masks only, and what the other backends do."""
     return [(f.layer, f.kernel, sorted(r.code for r in f.reasons),
-             "mask_right_padded_only" in [n.code for n in f.notes]) for f in findings]
+             "mask_right_padded_only" in [n.code for n in f.notes],
+             [n.message for n in f.notes if n.code == "other_backend"]) for f in findings]
 
 
 _KERAS_CHILD = """
 import json, sys
 from lstmstudy.errors import StudyError
 from lstmstudy.watch import explain_saved_model
+from test_saved_config import _summary
 answers = {}
 for path in sys.argv[1:]:
     try:
-        answers[path] = [(f.layer, f.kernel, sorted(r.code for r in f.reasons),
-                          "mask_right_padded_only" in [n.code for n in f.notes]) for f in explain_saved_model(path)]
+        answers[path] = _summary(explain_saved_model(path))
     except StudyError as error:
         answers[path] = str(error)
 print("JSON" + json.dumps(answers))
@@ -81,7 +89,8 @@ print("JSON" + json.dumps(answers))
 @pytest.mark.parametrize("backend", ["tensorflow", "torch", "jax"])
 def test_the_config_says_what_keras_says_on_each_backend(saved, tmp_path, backend):
     """Each model is loaded through Keras on `backend` in a child process (a process has one Keras backend)."""
-    env = {**os.environ, "KERAS_BACKEND": backend, "TF_CPP_MIN_LOG_LEVEL": "3"}
+    env = {**os.environ, "KERAS_BACKEND": backend, "TF_CPP_MIN_LOG_LEVEL": "3",
+           "PYTHONPATH": os.pathsep.join(filter(None, [str(ROOT / "tests"), os.environ.get("PYTHONPATH")]))}
     done = subprocess.run([sys.executable, "-c", _KERAS_CHILD, *map(str, saved)], env=env, capture_output=True,
                           text=True, timeout=600, cwd=ROOT)
     line = next((ln for ln in done.stdout.splitlines() if ln.startswith("JSON")), None)
@@ -94,9 +103,9 @@ def test_the_config_says_what_keras_says_on_each_backend(saved, tmp_path, backen
         if isinstance(by_keras[str(path)], str):  # Keras 3.15 cannot load an .h5 whose graph holds a mask op
             assert path.suffix == ".h5" and "Unknown layer: 'NotEqual'" in by_keras[str(path)], by_keras[str(path)]
             continue
-        assert from_config == by_keras[str(path)], path.name
+        assert from_config == [list(row) for row in by_keras[str(path)]], path.name
         compared += 1
-    assert compared >= 7
+    assert compared >= 9
 
 
 def test_masks_reach_the_layers_keras_propagates_them_to(saved, tmp_path):
@@ -110,8 +119,21 @@ def test_masks_reach_the_layers_keras_propagates_them_to(saved, tmp_path):
     assert kinds["plain"].fused and kinds["rnn"].kernel == "python-op-loop"
 
 
+def test_mixed_precision_keeps_cudnn_on_tensorflow_and_torch_not_on_jax(saved, tmp_path):
+    """jax's cuDNN LSTM takes float32 only; the answer on each backend says so where another backend differs."""
+    path = _named(saved, "mixed.keras")
+    for backend, kernel, codes in (("tensorflow", "cudnn", []), ("torch", "cudnn", []),
+                                   ("jax", "framework-loop", ["jax_dtype"])):
+        findings = explain_saved_config(path, backend=backend, results_root=tmp_path)[0]
+        assert [(f.kernel, [r.code for r in f.reasons]) for f in findings] == [(kernel, codes)] * 2, backend
+        others = [n.message for n in findings[0].notes if n.code == "other_backend"]
+        assert len(others) == (2 if backend == "jax" else 1), others
+        if backend != "jax":
+            assert others[0].startswith("on Keras's jax backend it would run") and "float16: jax's" in others[0]
+
+
 def test_layers_with_no_fused_form_get_no_fix_that_changes_the_model(saved, tmp_path):
-    conv = {f.layer: f for f in explain_saved_config(saved[-2], backend="tensorflow", results_root=tmp_path)[0]}
+    conv = {f.layer: f for f in explain_saved_config(_named(saved, "conv.keras"), backend="tensorflow", results_root=tmp_path)[0]}
     for name in ("conv_lstm2d", "simple_rnn"):
         assert [r.code for r in conv[name].reasons] == ["no_fused_form"] and conv[name].fixes == ()
         assert "has no fused form" in str(conv[name])

@@ -12,27 +12,15 @@ import sys
 import textwrap
 
 import pytest
+from conftest import import_blocker
 
 from lstmstudy.backends import importable
 
 pytestmark = pytest.mark.skipif(not (importable("tensorflow") and importable("keras")),
                                 reason="needs TensorFlow and Keras")
 
-CHILD = textwrap.dedent("""
-    import importlib.abc, importlib.machinery, json, sys, warnings
-
-    class Refuse(importlib.abc.Loader):
-        def create_module(self, spec):
-            raise ModuleNotFoundError(f"No module named {spec.name!r} (torch is blocked in this test)", name=spec.name)
-
-        def exec_module(self, module):
-            pass
-
-    class Block(importlib.abc.MetaPathFinder):
-        def find_spec(self, name, path, target=None):
-            return importlib.machinery.ModuleSpec(name, Refuse()) if name.split(".")[0] == "torch" else None
-
-    sys.meta_path.insert(0, Block())
+CHILD = import_blocker(refused=("torch",)) + textwrap.dedent("""
+    import json, warnings
     import numpy as np
     import keras
     from lstmstudy.watch import FallbackWarning, WatchCallback, watching

@@ -96,4 +96,3 @@ def test_commands_that_need_the_study_or_its_book_say_so_in_one_line(reader, tmp
     wheel = next((reader.parents[1] / "dist").glob("lstmstudy-*.whl"))  # the command names the wheel it came from
     assert done.stderr.splitlines()[-1] == ("lstmstudy: error: this needs papermill, which is not installed here: "
                                             f"pip install '{wheel}[book]'")
-

@@ -34,6 +34,7 @@ explainer (and the watch) serve a Keras model on TensorFlow or jax where torch i
 
 from __future__ import annotations
 
+import importlib
 import sys
 from collections.abc import Iterable, Iterator
 from typing import TYPE_CHECKING
@@ -41,8 +42,8 @@ from typing import TYPE_CHECKING
 import numpy as np
 
 from lstmstudy.backends import keras_private
-from lstmstudy.cudnn_rules import (FUSED_LAYERS, MASK_BLOCKS, Explanation, KerasRecurrent, Reason,
-                                   explain_keras_layer, torch_cudnn_dtype_reason)
+from lstmstudy.cudnn_rules import (FUSED_LAYERS, MASK_BLOCKS, NATIVE_ACTIVATIONS, Explanation, KerasRecurrent,
+                                   Reason, explain_keras_layer, torch_cudnn_dtype_reason)
 
 if TYPE_CHECKING:
     import torch
@@ -198,13 +199,14 @@ def _received_masks(keras, obj, layers: list[object], inputs, mask) -> dict[int,
 
 
 def _explain_keras_layer(keras, backend: str, path: str, layer, mask: np.ndarray | None, device: str) -> Explanation:
-    return explain_keras_layer(path, _settings(keras, backend, layer), backend, masked=mask is not None,
+    return explain_keras_layer(path, keras_settings(keras, backend, layer), backend, masked=mask is not None,
                                mask=_keras_mask_reasons(backend, mask), machine=_keras_device_reasons(backend, device),
                                torch_rules=lambda: _torch_cudnn_reasons(_torch_dtype(layer.compute_dtype), device))
 
 
-def _settings(keras, backend: str, layer) -> KerasRecurrent:
-    """What `cudnn_rules` reads from a live layer; the activations judged by identity, as `cudnn_ok` does."""
+def keras_settings(keras, backend: str, layer) -> KerasRecurrent:
+    """What `cudnn_rules` reads from a live Keras layer; the activations judged by identity, as `backend`'s
+    `cudnn_ok` does."""
     cell = layer.cell
     kind = next((kind for kind in FUSED_LAYERS if isinstance(layer, getattr(keras.layers, kind))), None)
     if kind is None:  # no cuDNN path whatever its settings
@@ -220,21 +222,17 @@ def _settings(keras, backend: str, layer) -> KerasRecurrent:
 
 
 def _accepted_activations(keras, backend: str) -> tuple[tuple, tuple]:
-    """The functions `cudnn_ok` accepts as tanh and sigmoid; it compares them with `in`, i.e. by identity."""
-    if backend == "tensorflow":
-        import tensorflow as tf
-
-        native_tanh, native_sigmoid = (tf.tanh,), (tf.sigmoid,)
-    elif backend == "jax":
-        import jax.numpy as jnp
-
-        native_tanh, native_sigmoid = (jnp.tanh,), ()  # jax's `cudnn_ok` accepts no sigmoid of jax's own
-    else:
-        import torch
-
-        native_tanh, native_sigmoid = (torch.tanh,), (torch.sigmoid,)
+    """The functions `cudnn_ok` accepts as tanh and sigmoid (Keras's, and its backend's `NATIVE_ACTIVATIONS`); it
+    compares them with `in`, i.e. by identity."""
+    native_tanh, native_sigmoid = (() if name is None else (_imported(name),) for name in NATIVE_ACTIVATIONS[backend])
     return ((keras.activations.tanh, keras.ops.tanh, *native_tanh),
             (keras.activations.sigmoid, keras.ops.sigmoid, *native_sigmoid))
+
+
+def _imported(path: str):
+    """The object at an import path: 'jax.numpy.tanh'."""
+    module, name = path.rsplit(".", 1)
+    return getattr(importlib.import_module(module), name)
 
 
 def _describe(keras, fn) -> str:
