@@ -61,7 +61,8 @@ def provenance(computed: dict) -> str:
     backends = computed["keras_backends"]
     tensorflow = f"TensorFlow {computed['tensorflow']}" if computed["tensorflow"] else "no TensorFlow"
     return (f"Explained by lstmstudy {computed['lstmstudy']} ({commit}{dirty}) using Keras {computed['keras']} "
-            f"on its {' and '.join(backends)} backend{'s' if len(backends) > 1 else ''}, {tensorflow} and "
+            f"on its {' and '.join(filter(None, [', '.join(backends[:-1]), backends[-1]]))} "
+            f"backend{'s' if len(backends) > 1 else ''}, {tensorflow} and "
             f"PyTorch {computed['torch']}; `{WRITE}` explains them again.")
 
 
@@ -121,10 +122,11 @@ def _triggers() -> tuple[pd.DataFrame, list[str]]:
 
 
 def _masks() -> tuple[pd.DataFrame, list[str]]:
-    """Claim 5's masks and padded or packed batches, on both Keras backends."""
+    """Claim 5's masks and padded or packed batches, on each of Keras's three GPU backends."""
+    from lstmstudy.backends import KERAS_BACKENDS
     from lstmstudy.kernels import criteria_tables
 
-    return criteria_tables.masks(), ["tensorflow", "torch"]
+    return criteria_tables.masks(), list(KERAS_BACKENDS)
 
 
 #: each table the pages read: how the explainer answers it now, and the Keras backends it asks

@@ -1,7 +1,7 @@
 """The explainer's answers as the claim pages show them: which kernel each setting gets, and why.
 
 `triggers` lists the settings that break cuDNN's criteria (claim 1); `masks` the padding and masking cases
-(claim 5), Keras on both of its backends and PyTorch on a GPU and a CPU. `lstmstudy.explained` stores both where
+(claim 5), Keras on each of its three GPU backends and PyTorch on a GPU and a CPU. `lstmstudy.explained` stores both where
 the pages read them, so that rendering needs none of the frameworks asked here.
 """
 
@@ -18,7 +18,7 @@ import numpy as np
 import pandas as pd
 
 from lstmstudy import data
-from lstmstudy.backends import import_keras, keras_backend
+from lstmstudy.backends import KERAS_BACKENDS, import_keras, keras_backend
 from lstmstudy.kernels.criteria import explain_cudnn
 
 
@@ -83,13 +83,13 @@ def _keras_rows(backend: str) -> list[dict]:
 def masks() -> pd.DataFrame:
     """Which kernel a masked Keras LSTM and a padded or packed PyTorch LSTM get, on a GPU and on a CPU.
 
-    Keras rows are explained for a machine with a GPU on both Keras backends (the other backend's in a
-    child process, so this process's Keras keeps its own); PyTorch rows for a GPU and for a CPU.
+    Keras rows are explained for a machine with a GPU on each Keras backend (the others' in child processes, so
+    this process's Keras keeps its own); PyTorch rows for a GPU and for a CPU.
     """
     import torch
     from torch import nn
 
-    rows = _keras_rows("tensorflow") + _keras_rows("torch")
+    rows = [row for backend in KERAS_BACKENDS for row in _keras_rows(backend)]
     torch.manual_seed(0)
     lstm = nn.LSTM(4, 8, batch_first=True)
     x = torch.randn(2, 4, 4)
