@@ -115,11 +115,11 @@ def user_backend(environ: Mapping[str, str] | None = None) -> UserBackend:
         home = (base if os.access(base, os.W_OK) else Path("/tmp")) / ".keras"
     config = home.expanduser() / "keras.json"
     try:
-        backend = json.loads(config.read_text()).get("backend")
-    except (OSError, ValueError, AttributeError):  # Keras reads a missing or broken file as an empty one
-        backend = None
-    if backend is not None:  # even "": Keras takes the key as it is, and then cannot import a backend
-        return UserBackend(str(backend), f"backend in {config}")
+        settings = json.loads(config.read_text())
+    except (OSError, ValueError):  # Keras reads unparsable JSON as none (an unreadable file it cannot start with)
+        settings = {}
+    if isinstance(settings, dict) and "backend" in settings:  # even "" or null: Keras takes it, then fails to import
+        return UserBackend(str(settings["backend"]), f"backend in {config}")
     return UserBackend(KERAS_DEFAULT, "Keras's default (no KERAS_BACKEND, no backend in keras.json)")
 
 

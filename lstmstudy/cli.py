@@ -299,7 +299,7 @@ cuDNN, every reason it is not cuDNN's fused kernel, the fix, and the cost. The s
 or with --custom-objects. The answer is for the Keras backend your Keras would use: KERAS_BACKEND, else the
 "backend" of keras.json ($KERAS_HOME, else ~/.keras), else Keras's default, tensorflow; it names the backend and
 what chose it, and a note says where another backend would differ. Weights files (*.weights.h5,
-*.weights.json, an .h5 without a model) and, in folders, files that are not saved models are skipped with one
+*.weights.json, an HDF5 file without a model) and, in folders, files that are not saved models are skipped with one
 note. Exit status: 0 every layer gets cuDNN, 1 some layer falls back, 2 a file cannot be read or a custom class
 cannot be told. A CI step: `lstmstudy explain models/`.
 

@@ -33,9 +33,9 @@ JAX_GRU_SCAN_SINCE = (3, 15)
 #: what sends a GRU from jax's own scan to Keras's loop (`keras.src.backend.jax.rnn.gru` declines it, or `inner_loop`
 #: never asks); the same codes make `use_cudnn=True` raise there, except use_cudnn=False, which never asks
 JAX_GRU_SCAN_DECLINES = ("use_cudnn", "recurrent_dropout", "reset_after", "unroll", "mask_jax_backend")
-#: the only dtype jax's cuDNN LSTM takes: `jax.experimental.rnn` lists other dtypes as to do, and jaxlib's cuDNN
-#: lowering (`jaxlib/gpu_rnn.py`) raises "Unknown output type" for float16 and bfloat16
-JAX_CUDNN_DTYPE = "float32"
+#: the compute dtypes jax's cuDNN LSTM refuses: jaxlib's cuDNN lowering (`jaxlib/gpu_rnn.py`) raises "Unknown output
+#: type" for them (a float64 layer computes in float32 unless jax_enable_x64 is set, and the lowering takes float64)
+JAX_CUDNN_REFUSES = ("float16", "bfloat16")
 
 #: the reasons that only say the layer is not on a GPU: on a machine without one, the warning is about a GPU
 LACKS_GPU = {"no_gpu", "not_on_gpu"}
@@ -110,7 +110,7 @@ TRIGGER_TABLE: tuple[Trigger, ...] = (
             words="a GRU on Keras's jax backend"),
     Trigger("jax_dtype", "on Keras's jax backend, compute the LSTM in float32 (dtype='float32' on the layer, under "
                          "any global policy), or use the tensorflow or torch backend for mixed precision",
-            words="a 16-bit LSTM on Keras's jax backend"),
+            words="a float16 or bfloat16 LSTM on Keras's jax backend"),
     Trigger("keras_jax_no_cudnn", f"upgrade Keras to {'.'.join(map(str, JAX_CUDNN_SINCE))} or later",
             words="a Keras whose jax backend has no cuDNN path"),
     Trigger("layer_type", "use the fused layer of the same cell (keras.layers.LSTM for LSTMCell, keras.layers.GRU "
@@ -237,8 +237,9 @@ def keras_layer_type_reason(layer_type: str, cell: str) -> Reason | None:
 #: the functions of each backend's own library that its `cudnn_ok` accepts as tanh and as sigmoid, besides Keras's,
 #: by their import paths (`kernels.criteria` imports them to compare by identity, as `cudnn_ok` does); jax's accepts
 #: no sigmoid of jax's own
-NATIVE_ACTIVATIONS = {"tensorflow": ("tensorflow.tanh", "tensorflow.sigmoid"), "torch": ("torch.tanh", "torch.sigmoid"),
-                      "jax": ("jax.numpy.tanh", None)}
+NATIVE_ACTIVATIONS: dict[str, tuple[str, str | None]] = {
+    "tensorflow": ("tensorflow.tanh", "tensorflow.sigmoid"), "torch": ("torch.tanh", "torch.sigmoid"),
+    "jax": ("jax.numpy.tanh", None)}
 
 
 def keras_config_reasons(layer: KerasRecurrent, backend: str) -> list[Reason]:
@@ -287,12 +288,12 @@ def keras_jax_reasons(layer: KerasRecurrent, keras_version: str | None) -> list[
     if layer.layer_type == "GRU":
         return [Reason("jax_gru", "a GRU on Keras's jax backend: jax has a cuDNN LSTM (jax.experimental.rnn) but no "
                                   "GRU, so Keras runs the GRU as a loop XLA compiles")]
-    if layer.compute_dtype != JAX_CUDNN_DTYPE:
-        return [Reason("jax_dtype", f"the layer computes in {layer.compute_dtype}: jax's cuDNN LSTM takes "
-                                    f"{JAX_CUDNN_DTYPE} only (jaxlib's cuDNN lowering raises 'Unknown output type "
-                                    f"{layer.compute_dtype}'), so an eager call falls back to Keras's loop, and in a "
-                                    f"jitted step (fit, predict) the error comes while compiling, outside Keras's "
-                                    f"fallback, and the step fails (read from jaxlib's code, not yet run on a GPU)")]
+    if layer.compute_dtype in JAX_CUDNN_REFUSES:
+        return [Reason("jax_dtype", f"the layer computes in {layer.compute_dtype}, which jax's cuDNN LSTM does not "
+                                    f"take: a jitted step (fit, predict, evaluate) fails to compile with jaxlib's "
+                                    f"'Unknown output type {layer.compute_dtype}', outside Keras's fallback, and an "
+                                    f"eager call falls back to Keras's loop (read from jaxlib's code, not yet run on "
+                                    f"a GPU)")]
     return []
 
 
@@ -354,9 +355,13 @@ def explain_keras_layer(path: str, layer: KerasRecurrent, backend: str, *, maske
     scan = not type_reason and runs_own_scan(backend, layer.layer_type, version)
     if backend == "jax" and not type_reason:
         blocked = keras_jax_reasons(layer, version) + blocked
-    if scan:  # no setting brings cuDNN: say only what sends the GRU from jax's scan to Keras's loop
-        blocked = [r for r in blocked if r.code == "jax_gru" or r.code in JAX_GRU_SCAN_DECLINES]
     notes = [note] if (note := keras_dropout_bug_note(layer)) else []
+    if scan:  # no setting brings cuDNN: the reasons are what sends the GRU from jax's scan to Keras's loop
+        kept = [r for r in blocked if r.code == "jax_gru" or r.code in JAX_GRU_SCAN_DECLINES]
+        if others := [r.message for r in blocked if r not in kept]:  # what the fix, another backend, still meets
+            notes.append(Reason("jax_gru_elsewhere", f"on Keras's tensorflow or torch backend this GRU would still "
+                                                     f"miss cuDNN: {'; '.join(others)}"))
+        blocked = kept
     if backend in ("tensorflow", "jax"):
         reasons = blocked + machine
         kernel = "cudnn" if not reasons else keras_loop(backend, layer.unroll)

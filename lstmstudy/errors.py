@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import json
-import nturl2path
 import os
 import re
 from importlib import metadata
@@ -91,8 +90,20 @@ def install_command(extra: str, *, windows: bool = os.name == "nt") -> str:
         return (f"pip install {quote}<the lstmstudy wheel or checkout you installed>[{extra}]{quote} (lstmstudy is "
                 f"on no package index)")
     editable = "-e " if recorded.get("dir_info", {}).get("editable") else ""
-    path = (nturl2path.url2pathname if windows else unquote)(urlparse(url).path)
-    return f"pip install {editable}{quote}{path}[{extra}]{quote}"
+    return f"pip install {editable}{quote}{_file_path(url, windows)}[{extra}]{quote}"
+
+
+def _file_path(url: str, windows: bool) -> str:
+    """The path a file:// URL names: '/work/lstm study'; on Windows 'C:\\Users\\x' or a share's '\\\\host\\share\\x'
+    (by hand: `nturl2path` is deprecated from Python 3.14 and drops a share's host)."""
+    parsed = urlparse(url)
+    path = unquote(parsed.path)
+    if not windows:
+        return path
+    if re.match(r"/[A-Za-z]:", path):
+        path = path[1:]
+    path = path.replace("/", "\\")
+    return f"\\\\{parsed.netloc}{path}" if parsed.netloc not in ("", "localhost") else path
 
 
 #: import names whose distribution is named otherwise (the others are named as they are imported)

@@ -20,6 +20,7 @@ from typing import NamedTuple
 import pandas as pd
 
 import lstmstudy
+from lstmstudy.backends import KERAS_BACKENDS
 from lstmstudy.errors import ResultsCorrupt, StudyError
 from lstmstudy.hardware import git_state
 from lstmstudy.paths import study_root
@@ -123,7 +124,6 @@ def _triggers() -> tuple[pd.DataFrame, list[str]]:
 
 def _masks() -> tuple[pd.DataFrame, list[str]]:
     """Claim 5's masks and padded or packed batches, on each of Keras's three GPU backends."""
-    from lstmstudy.backends import KERAS_BACKENDS
     from lstmstudy.kernels import criteria_tables
 
     return criteria_tables.masks(), list(KERAS_BACKENDS)

@@ -349,7 +349,7 @@ def checked_backend(backend: UserBackend | str | None = None) -> UserBackend:
     backend = UserBackend(backend, "given") if isinstance(backend, str) else backend or user_backend()
     if backend.name not in KERAS_ALL_BACKENDS:  # Keras itself would fail at import ("JAX", "")
         raise StudyError(f"Keras has no backend named {backend.name!r} ({backend.chosen_by}): its backends are "
-                         f"{', '.join(KERAS_ALL_BACKENDS[:-1])} and {KERAS_ALL_BACKENDS[-1]}, in lower case")
+                         f"{', '.join(KERAS_ALL_BACKENDS[:-1])} and {KERAS_ALL_BACKENDS[-1]}, spelled so")
     if backend.name not in KERAS_BACKENDS:
         raise StudyError(f"Keras's {backend.name} backend ({backend.chosen_by}) runs no recurrent layer on a GPU: "
                          f"set KERAS_BACKEND to {', '.join(KERAS_BACKENDS[:-1])} or {KERAS_BACKENDS[-1]}")

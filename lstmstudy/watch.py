@@ -195,8 +195,7 @@ class Watch:
 
     def _keras_finding(self, keras, path: str, layer, ran: str | None, mask, batch, training) -> Finding | None:
         backend = keras.backend.backend()
-        kind = "GRU" if isinstance(layer, keras.layers.GRU) else type(layer).__name__
-        if ran is None and runs_own_scan(backend, kind, installed_keras()):
+        if ran is None and runs_own_scan(backend, keras_settings(keras, backend, layer).layer_type, installed_keras()):
             ran = observe.keras_loop(backend, layer.unroll)  # the backend's own loop returned, not cuDNN
         if ran is None and backend != "torch":
             return None  # Keras's own cuDNN path returned: cuDNN ran (on torch, PyTorch's rules decide next)
@@ -385,6 +384,8 @@ def explain_saved_model(path: Path, *, results_root: Path | None = None) -> list
         cost = None if explanation.fused_eligible else measured_cost(
             explanation.codes, layer_type=layer_type, batch=batch, hidden=getattr(layer.cell, "units", None),
             framework=explanation.framework, root=results_root)
+        # the other backends judged from this layer as `backend` reads it: an activation accepted here only as this
+        # backend's own function (tf.sigmoid) is taken as accepted there too, so such a note may be missing
         notes = explanation.notes + tuple(other_backend_notes(keras_settings(keras, backend, layer), backend,
                                                               explanation))
         if masked and inputs is None:

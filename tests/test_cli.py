@@ -217,6 +217,8 @@ def test_a_missing_optional_dependency_is_named_with_its_extra(monkeypatch):
     # pip records C:\Users\a b\lstmstudy as file:///C:/Users/a%20b/lstmstudy; cmd.exe takes no single quotes
     ('{"url": "file:///C:/Users/a%20b/lstmstudy", "dir_info": {"editable": true}}', True,
      'pip install -e "C:\\Users\\a b\\lstmstudy[book]"'),
+    ('{"url": "file://server/share/lstmstudy-1.0-py3-none-any.whl", "archive_info": {}}', True,
+     'pip install "\\\\server\\share\\lstmstudy-1.0-py3-none-any.whl[book]"'),
     (None, True,
      'pip install "<the lstmstudy wheel or checkout you installed>[book]" (lstmstudy is on no package index)'),
 ])

@@ -5,9 +5,8 @@ On this CPU-only machine Keras on jax never reaches cuDNN, so its decision is ob
 process with `KERAS_BACKEND=jax` (a process has one Keras backend): jax's GPU check is made to answer yes and
 `jax.experimental.rnn.lstm` (cuDNN's RNN) is replaced by a recorder returning correctly shaped outputs. Everything
 else is Keras's real code, so a layer "uses cuDNN" exactly when the recorder is called and returns. The recorder
-refuses what jaxlib's cuDNN lowering refuses (any dtype but float32, with its ValueError), as an eager call meets
-it. The watch runs there too,
-unspied, where jax has no GPU.
+refuses what jaxlib's cuDNN lowering refuses (float16 and bfloat16, with its ValueError), as an eager call meets it.
+The watch runs there too, unspied, where jax has no GPU.
 """
 
 from __future__ import annotations
@@ -36,7 +35,7 @@ CHILD = textwrap.dedent("""
 
     def recorder(x, h_0, c_0, weights, seq_lengths, *, input_size, hidden_size, num_layers, dropout, bidirectional,
                  **_):
-        if x.dtype != jnp.float32:  # jaxlib/gpu_rnn.py's _rnn_fwd_lowering
+        if x.dtype not in (jnp.float32, jnp.float64):  # jaxlib/gpu_rnn.py's _rnn_fwd_lowering (and complex types)
             raise ValueError(f"Unknown output type {x.dtype}")
         calls.append(bidirectional)
         y = jnp.zeros(x.shape[:2] + ((2 if bidirectional else 1) * hidden_size,), x.dtype)
@@ -51,7 +50,8 @@ CHILD = textwrap.dedent("""
             "use_cudnn=False": {"use_cudnn": False}, "use_cudnn=True": {"use_cudnn": True},
             "relu, use_cudnn=True": {"activation": "relu", "use_cudnn": True},
             "mixed_float16": {"dtype": "mixed_float16"}, "mixed_bfloat16": {"dtype": "mixed_bfloat16"},
-            "mixed_float16, use_cudnn=True": {"dtype": "mixed_float16", "use_cudnn": True}}
+            "mixed_float16, use_cudnn=True": {"dtype": "mixed_float16", "use_cudnn": True},
+            "float64": {"dtype": "float64"}}  # computed in float32 unless jax_enable_x64 is set
     GRU = {"default": {}, "relu": {"activation": "relu"}, "no bias": {"use_bias": False},
            "reset_after=False": {"reset_after": False},
            "use_cudnn=True": {"use_cudnn": True}, "unroll, use_cudnn=True": {"unroll": True, "use_cudnn": True}}
@@ -69,7 +69,8 @@ CHILD = textwrap.dedent("""
         notes = [n.message for e in explained for n in e.notes if n.code == "use_cudnn_true"]
         return {"keras": [bool(calls), raised], "explained": [[e.fused_eligible for e in explained],
                                                               any("raises" in n for n in notes)],
-                "codes": sorted({r.code for e in explained for r in e.reasons})}
+                "codes": sorted({r.code for e in explained for r in e.reasons}),
+                "elsewhere": [n.message for e in explained for n in e.notes if n.code == "jax_gru_elsewhere"]}
 
     spied = {}
     with mock.patch.object(keras_jax_rnn, "_is_gpu_available", lambda: True), \\
@@ -129,8 +130,11 @@ def test_every_lstm_and_gru_setting_is_decided_as_keras_decides_on_jax(on_jax):
     # jax's cuDNN LSTM is float32 only: mixed precision is Keras's loop (and a ValueError under use_cudnn=True)
     assert spied["LSTM mixed_float16"]["codes"] == spied["LSTM mixed_bfloat16"]["codes"] == ["jax_dtype"]
     assert spied["LSTM mixed_float16, use_cudnn=True"]["keras"] == [False, True]
+    assert spied["LSTM float64"]["keras"] == [True, False] and spied["LSTM float64"]["codes"] == []
     # no setting brings a GRU cuDNN on jax: only what moves it from jax's scan to Keras's loop is named besides
     assert spied["GRU relu"]["codes"] == spied["GRU no bias"]["codes"] == ["jax_gru"]
+    assert spied["GRU relu"]["elsewhere"] and spied["GRU no bias"]["elsewhere"]  # what tensorflow and torch still meet
+    assert not spied["GRU default"]["elsewhere"]
     assert spied["GRU reset_after=False"]["codes"] == ["jax_gru", "reset_after"]
 
 

@@ -118,6 +118,7 @@ def test_a_backend_that_runs_nothing_on_a_gpu_is_one_line(masked_model, tmp_path
 @pytest.mark.parametrize(("env", "keras_json", "said"), [
     ({"KERAS_BACKEND": "JAX"}, None, "Keras has no backend named 'JAX' (KERAS_BACKEND=JAX)"),
     ({}, {"backend": ""}, "Keras has no backend named '' (backend in "),
+    ({}, {"backend": None}, "Keras has no backend named 'None' (backend in "),
 ])
 def test_a_backend_name_keras_would_refuse_is_named_as_such(masked_model, tmp_path, env, keras_json, said):
     """Keras takes the name as given (no lower-casing) and fails at import; so does the answer, in one line."""

@@ -129,11 +129,13 @@ def test_mixed_precision_keeps_cudnn_on_tensorflow_and_torch_not_on_jax(saved, t
         others = [n.message for n in findings[0].notes if n.code == "other_backend"]
         assert len(others) == (2 if backend == "jax" else 1), others
         if backend != "jax":
-            assert others[0].startswith("on Keras's jax backend it would run") and "float16: jax's" in others[0]
+            assert others[0].startswith("on Keras's jax backend it would run")
+            assert "computes in float16, which jax's cuDNN LSTM" in others[0]
 
 
 def test_layers_with_no_fused_form_get_no_fix_that_changes_the_model(saved, tmp_path):
-    conv = {f.layer: f for f in explain_saved_config(_named(saved, "conv.keras"), backend="tensorflow", results_root=tmp_path)[0]}
+    found = explain_saved_config(_named(saved, "conv.keras"), backend="tensorflow", results_root=tmp_path)[0]
+    conv = {f.layer: f for f in found}
     for name in ("conv_lstm2d", "simple_rnn"):
         assert [r.code for r in conv[name].reasons] == ["no_fused_form"] and conv[name].fixes == ()
         assert "has no fused form" in str(conv[name])

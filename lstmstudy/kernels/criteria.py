@@ -229,7 +229,7 @@ def _accepted_activations(keras, backend: str) -> tuple[tuple, tuple]:
             (keras.activations.sigmoid, keras.ops.sigmoid, *native_sigmoid))
 
 
-def _imported(path: str):
+def _imported(path: str) -> object:
     """The object at an import path: 'jax.numpy.tanh'."""
     module, name = path.rsplit(".", 1)
     return getattr(importlib.import_module(module), name)

@@ -1,8 +1,8 @@
 """The explainer's answers as the claim pages show them: which kernel each setting gets, and why.
 
 `triggers` lists the settings that break cuDNN's criteria (claim 1); `masks` the padding and masking cases
-(claim 5), Keras on each of its three GPU backends and PyTorch on a GPU and a CPU. `lstmstudy.explained` stores both where
-the pages read them, so that rendering needs none of the frameworks asked here.
+(claim 5), Keras on each of its three GPU backends and PyTorch on a GPU and a CPU. `lstmstudy.explained` stores
+both where the pages read them, so that rendering needs none of the frameworks asked here.
 """
 
 from __future__ import annotations
