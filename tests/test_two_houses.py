@@ -48,10 +48,17 @@ def judged_here(name: str) -> list[list[str]]:
 
 
 @pytest.fixture(scope="module")
-def blocked() -> dict:
-    done = subprocess.run([sys.executable, "-c", BLOCKED_RUN], cwd=ROOT, capture_output=True, text=True, timeout=300)
-    assert done.returncode == 0, done.stderr
-    return json.loads(done.stdout)
+def blocked(request, tmp_path_factory) -> dict:
+    """What `BLOCKED_RUN` printed, computed once per test run (it judges every claim: tens of seconds)."""
+    from conftest import once_per_run
+
+    def run() -> dict:
+        done = subprocess.run([sys.executable, "-c", BLOCKED_RUN], cwd=ROOT, capture_output=True, text=True,
+                              timeout=300)
+        assert done.returncode == 0, done.stderr
+        return json.loads(done.stdout)
+
+    return once_per_run(request.config, tmp_path_factory, "two_houses_blocked", run)
 
 
 @pytest.mark.parametrize("name", list(CLAIMS))

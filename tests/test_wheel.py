@@ -48,8 +48,15 @@ def run(*command: str | Path, cwd: Path, timeout: int = 600) -> subprocess.Compl
 
 
 @pytest.fixture(scope="module")
-def reader(tmp_path_factory) -> Path:
-    """A fresh venv with the wheel's `keras` extra and this machine's CPU torch: its bin/ folder."""
+def reader(request, tmp_path_factory) -> Path:
+    """A fresh venv with the wheel's `keras` extra and this machine's CPU torch: its bin/ folder, made once per test
+    run (pip installs for tens of seconds) and kept in the run's temporary folder for every worker."""
+    from conftest import once_per_run
+
+    return once_per_run(request.config, tmp_path_factory, "wheel_reader", lambda: _reader(tmp_path_factory))
+
+
+def _reader(tmp_path_factory) -> Path:
     tmp = tmp_path_factory.mktemp("wheel")
     source = tmp / "source"
     source.mkdir()
