@@ -60,11 +60,10 @@ def provenance(computed: dict) -> str:
     commit = f"commit `{computed['git_commit']}`" if computed["git_commit"] else "an unrecorded commit"
     dirty = ", with uncommitted changes" if computed["git_dirty"] else ""
     backends = computed["keras_backends"]
+    named = f"{', '.join(backends[:-1])} and {backends[-1]} backends" if len(backends) > 1 else f"{backends[0]} backend"
     tensorflow = f"TensorFlow {computed['tensorflow']}" if computed["tensorflow"] else "no TensorFlow"
     return (f"Explained by lstmstudy {computed['lstmstudy']} ({commit}{dirty}) using Keras {computed['keras']} "
-            f"on its {' and '.join(filter(None, [', '.join(backends[:-1]), backends[-1]]))} "
-            f"backend{'s' if len(backends) > 1 else ''}, {tensorflow} and "
-            f"PyTorch {computed['torch']}; `{WRITE}` explains them again.")
+            f"on its {named}, {tensorflow} and PyTorch {computed['torch']}; `{WRITE}` explains them again.")
 
 
 def store(table: str, frame: pd.DataFrame, computed: dict, root: Path | None = None) -> bool:

@@ -395,8 +395,9 @@ def keras2_cudnn_finding(found: Found) -> Finding:
 def _finding(found: Found, backend: str, batch: int | None, results_root: Path | None) -> Finding:
     if found.layer_type in KERAS2_CUDNN:
         return keras2_cudnn_finding(found)
-    explanation = explain_found(found, backend)
-    notes = explanation.notes + tuple(other_backend_notes(settings(found), backend, explanation))
+    layer = settings(found)
+    explanation = explain_on_gpu(found.path, layer, backend, masked=bool(found.masked))
+    notes = explanation.notes + tuple(other_backend_notes(layer, backend, explanation))
     if found.masked is None:
         reason = Reason("mask_unknown", "cannot tell from the config whether a mask reaches this layer (a class "
                                         "upstream passes or makes masks in its own code)")
